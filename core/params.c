@@ -1,0 +1,98 @@
+/* core/params.c - one contiguous parameter buffer with named slices. */
+#include "core/params.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+nf_params *nf_params_alloc(void) { return nf_calloc(1, sizeof(nf_params), "parameter store"); }
+
+void nf_params_free(nf_params *P)
+{
+    if (!P) return;
+    free(P->value);
+    free(P->grad);
+    free(P->m);
+    free(P->v);
+    free(P->slices);
+    free(P);
+}
+
+static int grow(nf_real **a, size_t old_n, size_t new_cap)
+{
+    nf_real *p = realloc(*a, new_cap * sizeof(nf_real));
+    if (!p) return nf_error(NF_ENOMEM, "out of memory growing the parameter store to %zu entries", new_cap);
+    memset(p + old_n, 0, (new_cap - old_n) * sizeof(nf_real));
+    *a = p;
+    return NF_OK;
+}
+
+int nf_params_add(nf_params *P, const char *name, size_t size, size_t *offset)
+{
+    if (strlen(name) >= NF_PARAM_NAME_MAX)
+        return nf_error(NF_EINVAL, "parameter name '%s' is longer than %d characters", name, NF_PARAM_NAME_MAX - 1);
+    if (nf_params_find(P, name)) return nf_error(NF_EINVAL, "parameter name '%s' is used twice", name);
+    if (P->n + size > P->capacity) {
+        size_t cap = P->capacity ? P->capacity : 1024;
+        while (cap < P->n + size) cap *= 2;
+        NF_TRY(grow(&P->value, P->n, cap));
+        NF_TRY(grow(&P->grad, P->n, cap));
+        NF_TRY(grow(&P->m, P->n, cap));
+        NF_TRY(grow(&P->v, P->n, cap));
+        P->capacity = cap;
+    }
+    if (P->nslices == P->slice_capacity) {
+        size_t cap = P->slice_capacity ? 2 * P->slice_capacity : 16;
+        nf_param_slice *s = realloc(P->slices, cap * sizeof *s);
+        if (!s) return nf_error(NF_ENOMEM, "out of memory adding parameter '%s'", name);
+        P->slices = s;
+        P->slice_capacity = cap;
+    }
+    nf_param_slice *s = &P->slices[P->nslices++];
+    memset(s, 0, sizeof *s);
+    strcpy(s->name, name);
+    s->offset = P->n;
+    s->size = size;
+    *offset = P->n;
+    P->n += size;
+    return NF_OK;
+}
+
+const nf_param_slice *nf_params_find(const nf_params *P, const char *name)
+{
+    for (size_t i = 0; i < P->nslices; i++)
+        if (strcmp(P->slices[i].name, name) == 0) return &P->slices[i];
+    return NULL;
+}
+
+void nf_params_zero_grad(nf_params *P)
+{
+    if (P->n) memset(P->grad, 0, P->n * sizeof(nf_real));
+}
+
+int nf_params_copy(nf_params *dst, const nf_params *src, int with_state)
+{
+    if (dst->n != src->n)
+        return nf_error(NF_EINVAL, "parameter stores differ in size (%zu vs %zu entries)", dst->n, src->n);
+    if (!src->n) return NF_OK;
+    memcpy(dst->value, src->value, src->n * sizeof(nf_real));
+    if (with_state) {
+        memcpy(dst->m, src->m, src->n * sizeof(nf_real));
+        memcpy(dst->v, src->v, src->n * sizeof(nf_real));
+    }
+    return NF_OK;
+}
+
+double nf_params_grad_norm(const nf_params *P)
+{
+    double s = 0;
+    for (size_t i = 0; i < P->n; i++) s += (double)P->grad[i] * P->grad[i];
+    return sqrt(s);
+}
+
+int nf_params_all_finite(const nf_params *P)
+{
+    for (size_t i = 0; i < P->n; i++)
+        if (!isfinite(P->value[i]) || !isfinite(P->grad[i])) return 0;
+    return 1;
+}

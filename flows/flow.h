@@ -1,0 +1,77 @@
+/* flows/flow.h - a flow: a chain of bijectors on a base distribution, built from a text spec.
+ *
+ * Spec grammar (stored verbatim in model files, so a model is rebuilt exactly):
+ *
+ *   spec  := chain [ ';' 'base' '=' NAME [ '(' opts ')' ] ]
+ *   chain := item { ',' item }
+ *   item  := NAME [ '(' opts ')' ]  |  INT '*' '(' chain ')'
+ *   opts  := key=value { ',' key=value }
+ *
+ *   "4*(actnorm, lu, affine-coupling(hidden=64, mask=alt)); base=diag-normal"
+ *
+ * Presets (realnvp, nice, maf, iaf, nsf-coupling, nsf-ar, glow) expand to specs with
+ * nf_preset_expand().  Every random choice in construction (initial weights, random permutations
+ * and orders) comes from `seed`, so (spec, dim, ctx_dim, seed) rebuilds the same structure and a
+ * saved parameter store then restores the model.
+ *
+ * Use: nf_flow_log_prob() then nf_flow_backward() for maximum likelihood (gradients accumulate in
+ * flow->P->grad); nf_flow_sample() then nf_flow_sample_backward() for reverse KL.  The flow owns
+ * one workspace, grown (outside the hot path) when a larger batch arrives.
+ */
+#ifndef NF_FLOW_H
+#define NF_FLOW_H
+
+#include "distributions/dist.h"
+#include "flows/bijector.h"
+
+typedef struct nf_flow {
+    int dim, ctx_dim;
+    uint64_t seed;
+    char *spec;            /* canonical spec */
+    int nb;                /* number of bijectors */
+    nf_bijector *b;        /* (nb) */
+    nf_dist base;
+    nf_params *P;          /* trainable */
+    nf_params *S;          /* state */
+    /* workspace for the last batch (internal) */
+    int cap_n, last_n, last_dir;   /* last_dir: 1 log_prob, -1 sample */
+    nf_real *h;            /* (nb + 1, cap_n, dim) activations between bijectors */
+    nf_real *g, *g2;       /* (cap_n, dim) gradient ping-pong */
+    nf_real *ld;           /* (cap_n) log-determinant sum */
+    nf_real *dld;          /* (cap_n) */
+    nf_real *ws;           /* per-bijector workspaces */
+    size_t *ws_off;        /* (nb + 1) */
+    const nf_real *last_ctx;
+} nf_flow;
+
+int nf_flow_create(nf_flow **f, const char *spec, int dim, int ctx_dim, uint64_t seed);
+void nf_flow_free(nf_flow *f);
+void nf_flow_set_training(nf_flow *f, int training);
+void nf_flow_set_invert(nf_flow *f, nf_invert_method method, double tol, int max_sweeps);
+/* Sum of last_sweeps over autoregressive bijectors in the last slow-direction call. */
+int nf_flow_last_sweeps(const nf_flow *f);
+
+/* logp[i] = log p(x_i | ctx_i).  Caches what nf_flow_backward needs. */
+int nf_flow_log_prob(nf_flow *f, nf_real *logp, const nf_real *x, const nf_real *ctx, int n);
+/* After log_prob: given dlogp = dL/dlogp (n), accumulate P->grad, and dx, dctx if not NULL. */
+int nf_flow_backward(nf_flow *f, const nf_real *dlogp, nf_real *dx, nf_real *dctx);
+/* Mean negative log-likelihood of the batch and its gradient (accumulated into P->grad). */
+int nf_flow_nll_step(nf_flow *f, const nf_real *x, const nf_real *ctx, int n, double *nll);
+/* x (n, dim) samples and logp (n) their log-densities (may be NULL); ctx (n, ctx_dim) or NULL. */
+int nf_flow_sample(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *ctx, int n, nf_rng *rng);
+/* After sample: given dL/dx and dL/dlogp (either may be NULL), accumulate P->grad and dctx. */
+int nf_flow_sample_backward(nf_flow *f, const nf_real *dx, const nf_real *dlogp, nf_real *dctx);
+/* Give data-dependent bijectors (standardize) a sample of data to set themselves from. */
+int nf_flow_init_data(nf_flow *f, const nf_real *x, const nf_real *ctx, int n);
+
+/* Preset knobs; 0 / NULL means the preset's default. */
+typedef struct nf_preset_knobs {
+    int layers, hidden, blocks, bins;
+    double tail;
+    const char *activation;
+} nf_preset_knobs;
+#define NF_PRESET_NAMES "realnvp|nice|maf|iaf|nsf-coupling|nsf-ar|glow"
+int nf_preset_expand(const char *name, const nf_preset_knobs *k, char *spec, size_t size);
+int nf_preset_is(const char *name);
+
+#endif
