@@ -29,7 +29,15 @@ int nf_error_context(int code, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_message, sizeof old);
-    snprintf(last_message, sizeof last_message, "%s: %s", prefix, old);
+    size_t at = strlen(prefix);
+    if (at > NF_MSG_MAX - 3) at = NF_MSG_MAX - 3;
+    memcpy(last_message, prefix, at);
+    memcpy(last_message + at, ": ", 2);
+    at += 2;
+    size_t rest = strlen(old);
+    if (rest > NF_MSG_MAX - 1 - at) rest = NF_MSG_MAX - 1 - at;
+    memcpy(last_message + at, old, rest);
+    last_message[at + rest] = '\0';
     return code;
 }
 
