@@ -85,8 +85,10 @@ int nf_bijector_create(nf_bijector *b, const nf_bijector_type *type, int dim, in
                        const char *options, nf_params *P, nf_params *S, nf_rng *rng);
 void nf_bijector_destroy(nf_bijector *b);
 
-/* The registry of types by spec name (flows/registry.c); NULL-terminated. */
+/* The registry of types by spec name (flows/registry.c): nf_bijector_ntypes entries (a type not
+ * linked in is NULL). */
 extern const nf_bijector_type *const nf_bijector_types[];
+extern const size_t nf_bijector_ntypes;
 const nf_bijector_type *nf_bijector_type_find(const char *name);
 
 #endif

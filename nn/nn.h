@@ -11,9 +11,10 @@
  *   - plain MLP:     [x | ctx] -> (Linear, act) x layers -> Linear -> out
  *   - residual MLP:  [x | ctx] -> Linear -> blocks of (act, Linear, act, Linear) + skip -> act? -> Linear
  *   - MADE (made=1): the same networks with autoregressive masks on x.  Input i has degree
- *     deg[i] in 1..D (natural, reversed or seeded random order); hidden units get degrees in 1..D-1,
- *     SORTED ascending so masked products are block-triangular; output k*... (see below) for input i
- *     may depend only on inputs of smaller degree.  Context is connected to every hidden unit.
+ *     deg[i] in 1..D (natural, reversed or seeded random order); hidden units get degrees in 1..D-1
+ *     (0 when D = 1: they see only the context), SORTED ascending so masked products are
+ *     block-triangular; output k*... (see below) for input i may depend only on inputs of smaller
+ *     degree.  Context is connected to every unit of the first layer and to every output.
  *     Masked weights are stored as zeros and their gradients are masked, so they stay zero under
  *     any optimizer without a multiply in forward.
  * Outputs are laid out per input dimension: out has in * out_per_input columns and column
@@ -40,6 +41,11 @@ void nf_act_forward(nf_activation a, nf_real *y, const nf_real *x, size_t n);
 /* dx += dy * f'(x); y = f(x) is passed so cheap derivatives can use it. */
 void nf_act_backward(nf_activation a, nf_real *dx, const nf_real *dy, const nf_real *x, const nf_real *y,
                      size_t n);
+/* The same with leaky relu's negative slope given (nf_act_forward/backward use 0.01; the other
+ * activations ignore it); accumulate = 0 overwrites dx with dy * f'(x) instead of adding. */
+void nf_act_forward_ex(nf_activation a, double slope, nf_real *y, const nf_real *x, size_t n);
+void nf_act_backward_ex(nf_activation a, double slope, nf_real *dx, const nf_real *dy, const nf_real *x,
+                        const nf_real *y, size_t n, int accumulate);
 
 /* Linear layer y = x W^T + b, W (out, in) row-major, b (out).  Optional weight normalisation
  * (W_j = g_j V_j / |V_j|, V stored where W would be) and an optional 0/1 mask (out, in) owned by
@@ -59,6 +65,14 @@ size_t nf_linear_workspace(const nf_linear *L, int n);  /* weight norm needs the
 void nf_linear_forward(const nf_linear *L, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x, int n);
 void nf_linear_backward(const nf_linear *L, nf_params *P, nf_real *ws, nf_real *dx, const nf_real *dy,
                         const nf_real *x, int n);
+/* The same on the concatenation [x | c] without copying it: x (n, in - nc), c (n, nc) (NULL when
+ * nc = 0).  accumulate = 1 makes forward add into y (residual skips) and backward add into dx;
+ * accumulate = 0 overwrites them.  dc (the caller's context gradient) and the parameter gradients
+ * always accumulate.  dx, dc may be NULL. */
+void nf_linear_forward_cat(const nf_linear *L, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                           const nf_real *c, int nc, int accumulate, int n);
+void nf_linear_backward_cat(const nf_linear *L, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dc,
+                            const nf_real *dy, const nf_real *x, const nf_real *c, int nc, int accumulate, int n);
 
 /* Layer normalisation over the last axis: y = (x - mean) * rstd * gamma + beta. cache: (n, 2). */
 typedef struct nf_layernorm {

@@ -1,0 +1,424 @@
+/* apps/cmd_fit.c - nf fit: train a flow on a data file, with checkpoints and resume.
+ *
+ * Everything that can be wrong with the input (files, datasets, flags, the flow spec) is checked
+ * before the first byte is written; the model file is then replaced atomically at every
+ * checkpoint, so killing the process at any moment leaves the previous good file.  SIGINT/SIGTERM
+ * stop after the current step and write a final checkpoint that --resume continues from.
+ */
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "apps/commands.h"
+#include "apps/datafile.h"
+#include "core/blas.h"
+#include "core/rng.h"
+#include "training/model_file.h"
+
+static const char *const FIT_HELP =
+    "usage: nf fit DATA.h5 -o MODEL.h5 [options]\n"
+    "       nf fit --resume MODEL.h5 [--threads N] [--quiet]\n"
+    "\n"
+    "Fit a normalizing flow to the samples in DATA.h5 (dataset /x, n x d) by maximum likelihood.\n"
+    "Progress goes to stderr; the model (with a resumable checkpoint) is written to MODEL.h5.\n"
+    "\n"
+    "flow:\n"
+    "  --flow PRESET|SPEC    preset (realnvp, nice, maf, iaf, nsf-coupling, nsf-ar, glow) or a spec\n"
+    "                        such as \"4*(affine-coupling(hidden=64), permute(order=reverse))\"  [nsf-coupling]\n"
+    "  --layers N            preset: number of layers                     [preset's: 10 nsf-coupling, 5 maf]\n"
+    "  --hidden N            preset: hidden width                         [128]\n"
+    "  --blocks N            preset: hidden layers / residual blocks      [2]\n"
+    "  --bins K              preset: spline bins                          [8]\n"
+    "  --tail B              preset: spline tail bound                    [5]\n"
+    "  --activation A        preset: relu|leaky-relu|elu|selu|tanh|sigmoid|gelu|silu  [relu]\n"
+    "  --no-standardize      do not standardise the data first (default: a fixed standardize layer\n"
+    "                        set from the training data's mean and standard deviation)\n"
+    "training:\n"
+    "  --steps N             stop after N optimizer steps                 [5000]\n"
+    "  --epochs N            stop after N passes over the data            [no limit]\n"
+    "  --time SEC            stop after SEC seconds of training           [no limit]\n"
+    "  --batch N             samples per step                             [512]\n"
+    "  --lr X                learning rate                                [1e-3]\n"
+    "  --optimizer NAME      adam|adamw|sgd                               [adam]\n"
+    "  --schedule NAME       constant|cosine|step (cosine decays to 0 at the last step) [cosine]\n"
+    "  --warmup N            linear warm-up steps                         [0]\n"
+    "  --weight-decay X      L2 (adam, sgd) or decoupled (adamw)          [0]\n"
+    "  --clip X              clip the global gradient norm; 0 = off       [5]\n"
+    "  --val-frac F          hold out this fraction for validation        [0.1]\n"
+    "  --val FILE            validate on FILE instead of a held-out fraction\n"
+    "  --eval-every N        validate every N steps (and at each epoch end) [250]\n"
+    "  --patience N          stop after N validations without improvement; 0 = never  [0]\n"
+    "  --seed S              seeds the initial weights, the split and the batches     [1]\n"
+    "  --threads N           threads                                      [all cores]\n"
+    "  --checkpoint-every N  write the model file every N steps           [500]\n"
+    "  --dataset PATH        dataset holding the samples                  [/x]\n"
+    "  --quiet               no progress output\n"
+    "\n"
+    "examples:\n"
+    "  nf data make checkerboard -n 100000 -o train.h5\n"
+    "  nf fit train.h5 -o model.h5\n"
+    "  nf fit train.h5 --flow maf --layers 5 --hidden 256 --steps 20000 -o maf.h5\n"
+    "  nf fit --resume model.h5          # continue a stopped or killed run\n";
+
+static volatile int stop_requested = 0;
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+typedef struct fit_ctx {
+    const char *out;
+    nf_flow *flow;
+    nf_model_meta meta;
+    int quiet, tty;
+    double last_print;
+} fit_ctx;
+
+static void fmt_time(char *buf, size_t size, double s)
+{
+    if (!isfinite(s) || s < 0) snprintf(buf, size, "?");
+    else if (s < 3600) snprintf(buf, size, "%d:%02d", (int)s / 60, (int)s % 60);
+    else snprintf(buf, size, "%dh%02d", (int)s / 3600, ((int)s % 3600) / 60);
+}
+
+static void progress(void *user, const nf_train_progress *p)
+{
+    fit_ctx *c = user;
+    if (c->quiet) return;
+    int last = p->total_steps > 0 && p->step >= p->total_steps;
+    if (!c->tty && !p->evaluated && !last && p->seconds - c->last_print < 5.0) return;
+    if (c->tty && !last && p->seconds - c->last_print < 0.1) return;
+    c->last_print = p->seconds;
+    char eta[32], step[48], val[64];
+    fmt_time(eta, sizeof eta, p->eta_seconds);
+    if (p->total_steps > 0) snprintf(step, sizeof step, "step %ld/%ld", p->step, p->total_steps);
+    else snprintf(step, sizeof step, "step %ld", p->step);
+    if (isfinite(p->best_val)) snprintf(val, sizeof val, " | val ll %.4f (best %.4f)", p->val_ll, p->best_val);
+    else val[0] = '\0';
+    if (!isfinite(p->val_ll) && isfinite(p->best_val)) snprintf(val, sizeof val, " | best val ll %.4f", p->best_val);
+    if (c->tty) {
+        int width = 24, filled = p->total_steps > 0 ? (int)(width * (double)p->step / p->total_steps) : 0;
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+        bar[width] = '\0';
+        fprintf(stderr, "\r[%s] epoch %d %s | train ll %.4f%s | %.0f steps/s | ETA %s\033[K", bar, p->epoch, step,
+                p->train_ll, val, p->steps_per_sec, eta);
+    } else {
+        fprintf(stderr, "epoch %d %s | train ll %.4f%s | %.0f steps/s | ETA %s\n", p->epoch, step, p->train_ll, val,
+                p->steps_per_sec, eta);
+    }
+    fflush(stderr);
+}
+
+static int checkpoint(void *user, nf_trainer *t)
+{
+    fit_ctx *c = user;
+    return nf_model_save(c->out, c->flow, &c->meta, t);
+}
+
+/* Seeded split of (x, ctx) into train and validation rows, in place into new arrays. */
+static int split(app_data *all, double frac, uint64_t seed, app_data *tr, app_data *va)
+{
+    memset(tr, 0, sizeof *tr);
+    memset(va, 0, sizeof *va);
+    size_t nv = (size_t)floor(frac * all->n);
+    if (frac > 0 && nv == 0 && all->n >= 2) nv = 1;
+    size_t nt = all->n - nv;
+    if (nt == 0) return nf_error(NF_EDATA, "--val-frac %g leaves no training samples out of %zu", frac, all->n);
+    size_t *perm = malloc(all->n * sizeof *perm);
+    nf_rng *r = nf_rng_alloc(seed, 0x73706c74);
+    tr->x = malloc(nt * all->d * sizeof(nf_real));
+    va->x = malloc((nv ? nv : 1) * all->d * sizeof(nf_real));
+    if (all->c) {
+        tr->ctx = malloc(nt * all->c * sizeof(nf_real));
+        va->ctx = malloc((nv ? nv : 1) * all->c * sizeof(nf_real));
+    }
+    if (!perm || !r || !tr->x || !va->x || (all->c && (!tr->ctx || !va->ctx))) {
+        free(perm);
+        nf_rng_free(r);
+        return nf_error(NF_ENOMEM, "out of memory splitting %zu samples", all->n);
+    }
+    nf_rng_permutation(r, perm, all->n);
+    for (size_t i = 0; i < all->n; i++) {
+        app_data *dst = i < nv ? va : tr;
+        size_t row = i < nv ? i : i - nv;
+        memcpy(dst->x + row * all->d, all->x + perm[i] * all->d, all->d * sizeof(nf_real));
+        if (all->c) memcpy(dst->ctx + row * all->c, all->ctx + perm[i] * all->c, all->c * sizeof(nf_real));
+    }
+    tr->n = nt, tr->d = all->d, tr->c = all->c;
+    va->n = nv, va->d = all->d, va->c = all->c;
+    free(perm);
+    nf_rng_free(r);
+    return NF_OK;
+}
+
+typedef struct fit_args {
+    const char *data, *out, *flow, *val, *dataset, *resume;
+    nf_preset_knobs knobs;
+    int standardize, quiet, threads;
+    double val_frac;
+    nf_train_config cfg;
+    const char *optimizer, *schedule;
+    int steps_set;
+} fit_args;
+
+static int parse_args(int argc, char **argv, fit_args *a)
+{
+    const char *cmd = "fit";
+    memset(a, 0, sizeof *a);
+    a->dataset = "/x";
+    a->flow = "nsf-coupling";
+    a->standardize = 1;
+    a->val_frac = 0.1;
+    nf_train_config_init(&a->cfg);
+    a->cfg.max_steps = 5000;
+    a->cfg.clip = 5.0;
+    a->cfg.checkpoint_every = 500;
+    a->cfg.eval_every = 250;
+    a->optimizer = "adam";
+    a->schedule = "cosine";
+    double lr = 1e-3, wd = 0, warm = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        long v;
+        double d;
+#define VALUE() (i + 1 < argc ? argv[++i] : NULL)
+#define LONG(flag, lo, hi, dst)                                                \
+    if (!strcmp(s, flag)) {                                                    \
+        if (cli_parse_long(cmd, flag, VALUE(), lo, hi, &v)) return 2;          \
+        dst = v;                                                               \
+        continue;                                                              \
+    }
+#define DBL(flag, lo, hi, dst)                                                 \
+    if (!strcmp(s, flag)) {                                                    \
+        if (cli_parse_double(cmd, flag, VALUE(), lo, hi, &d)) return 2;        \
+        dst = d;                                                               \
+        continue;                                                              \
+    }
+#define STR(flag, dst)                                                         \
+    if (!strcmp(s, flag)) {                                                    \
+        if (!(dst = VALUE())) return cli_usage_error(cmd, "%s needs a value", flag); \
+        continue;                                                              \
+    }
+        if (cli_is_help(s)) {
+            fputs(FIT_HELP, stdout);
+            exit(0);
+        }
+        STR("-o", a->out)
+        STR("--output", a->out)
+        STR("--flow", a->flow)
+        STR("--val", a->val)
+        STR("--dataset", a->dataset)
+        STR("--resume", a->resume)
+        STR("--optimizer", a->optimizer)
+        STR("--schedule", a->schedule)
+        STR("--activation", a->knobs.activation)
+        LONG("--layers", 1, 1000, a->knobs.layers)
+        LONG("--hidden", 1, 1 << 16, a->knobs.hidden)
+        LONG("--blocks", 1, 100, a->knobs.blocks)
+        LONG("--bins", 2, 512, a->knobs.bins)
+        DBL("--tail", 1e-3, 1e6, a->knobs.tail)
+        LONG("--epochs", 0, 1L << 30, a->cfg.epochs)
+        LONG("--batch", 1, 1L << 24, a->cfg.batch)
+        LONG("--patience", 0, 1L << 30, a->cfg.patience)
+        LONG("--eval-every", 0, 1L << 40, a->cfg.eval_every)
+        LONG("--checkpoint-every", 0, 1L << 40, a->cfg.checkpoint_every)
+        LONG("--threads", 1, 4096, a->threads)
+        DBL("--lr", 0, 10, lr)
+        DBL("--weight-decay", 0, 10, wd)
+        DBL("--warmup", 0, 1e12, warm)
+        DBL("--clip", 0, 1e12, a->cfg.clip)
+        DBL("--val-frac", 0, 0.9, a->val_frac)
+        DBL("--time", 0, 1e9, a->cfg.max_seconds)
+        if (!strcmp(s, "--steps")) {
+            if (cli_parse_long(cmd, s, VALUE(), 0, 1L << 40, &v)) return 2;
+            a->cfg.max_steps = v;
+            a->steps_set = 1;
+            continue;
+        }
+        if (!strcmp(s, "--seed")) {
+            if (cli_parse_long(cmd, s, VALUE(), 0, (1L << 53), &v)) return 2;
+            a->cfg.seed = (uint64_t)v;
+            continue;
+        }
+        if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) {
+            a->quiet = 1;
+            continue;
+        }
+        if (!strcmp(s, "--no-standardize")) {
+            a->standardize = 0;
+            continue;
+        }
+        if (s[0] == '-' && s[1]) return cli_usage_error(cmd, "unknown option '%s'", s);
+        if (a->data) return cli_usage_error(cmd, "more than one data file ('%s' and '%s')", a->data, s);
+        a->data = s;
+#undef VALUE
+#undef LONG
+#undef DBL
+#undef STR
+    }
+    if (a->resume) {
+        if (a->data) return cli_usage_error(cmd, "--resume takes the model file only (the data path is stored in it)");
+        return 0;
+    }
+    if (!a->data) return cli_usage_error(cmd, "no data file given (expected: nf fit DATA.h5 -o MODEL.h5)");
+    if (!a->out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
+    if (nf_optim_parse(a->optimizer, &a->cfg.optim.type)) return cli_usage_error(cmd, "--optimizer: %s", nf_strerror_last());
+    nf_train_config defaults;
+    nf_train_config_init(&defaults);
+    double keep_wd = wd;
+    nf_optim_init(&a->cfg.optim, a->cfg.optim.type);
+    a->cfg.optim.lr = lr;
+    if (keep_wd > 0 || a->cfg.optim.type != NF_OPTIM_ADAMW) a->cfg.optim.weight_decay = keep_wd;
+    nf_schedule_type st;
+    if (nf_schedule_parse(a->schedule, &st)) return cli_usage_error(cmd, "--schedule: %s", nf_strerror_last());
+    nf_schedule_init(&a->cfg.schedule, st, lr);
+    a->cfg.schedule.warmup = (long)warm;
+    if (a->cfg.epochs > 0 && !a->steps_set) a->cfg.max_steps = 0;
+    if (a->cfg.max_steps <= 0 && a->cfg.epochs <= 0 && a->cfg.max_seconds <= 0)
+        return cli_usage_error(cmd, "no stopping rule: give --steps, --epochs or --time");
+    return 0;
+}
+
+static void set_threads(int threads)
+{
+    if (threads > 0) omp_set_num_threads(threads);
+    nf_blas_set_threads(threads > 0 ? threads : omp_get_max_threads());
+}
+
+/* Steps the cosine schedule decays over: the known total, or the epochs' worth. */
+static void fix_schedule_total(nf_train_config *cfg, size_t n_train)
+{
+    long spe = (long)((n_train + (size_t)cfg->batch - 1) / (size_t)cfg->batch);
+    if (spe < 1) spe = 1;
+    long total = cfg->max_steps;
+    if (cfg->epochs > 0 && (total <= 0 || cfg->epochs * spe < total)) total = cfg->epochs * spe;
+    if (total <= cfg->schedule.warmup) total = cfg->schedule.warmup + 1;
+    if (total > 0) cfg->schedule.total = total;
+}
+
+int nf_cmd_fit(int argc, char **argv)
+{
+    const char *cmd = "fit";
+    fit_args a;
+    int urc = parse_args(argc, argv, &a);
+    if (urc) return urc;
+    set_threads(a.threads);
+
+    fit_ctx ctx = {0};
+    nf_flow *flow = NULL;
+    nf_trainer *tr = NULL;
+    app_data all = {0}, train = {0}, val = {0};
+    int rc = NF_OK, status = 1;
+    int resuming = a.resume != NULL;
+
+    if (resuming) {
+        ctx.out = a.resume;
+        if ((rc = nf_model_load(a.resume, &flow, &ctx.meta)) != NF_OK) goto fail;
+        int quiet = a.quiet, threads = a.threads;
+        if ((rc = nf_model_load_train_config(a.resume, &a.cfg)) != NF_OK) goto fail;
+        a.quiet = quiet, a.threads = threads;
+        a.data = ctx.meta.data_path;
+        a.dataset = ctx.meta.data_dataset[0] ? ctx.meta.data_dataset : "/x";
+        a.val = ctx.meta.val_path[0] ? ctx.meta.val_path : NULL;
+        a.val_frac = ctx.meta.val_frac;
+    } else {
+        ctx.out = a.out;
+        if ((rc = app_check_output(a.out)) != NF_OK) goto fail;
+    }
+    if ((rc = app_data_load(a.data, a.dataset, flow ? (size_t)flow->dim : 0, flow ? (size_t)flow->ctx_dim : 0,
+                            !flow, &all)) != NF_OK)
+        goto fail;
+    if (a.val) {
+        train = all;
+        memset(&all, 0, sizeof all);
+        if ((rc = app_data_load(a.val, a.dataset, train.d, train.c, train.c > 0, &val)) != NF_OK) goto fail;
+    } else if ((rc = split(&all, a.val_frac, a.cfg.seed, &train, &val)) != NF_OK) {
+        goto fail;
+    }
+    if (!flow) {
+        char spec[1 << 15];
+        const char *body = a.flow;
+        if (nf_preset_is(a.flow)) {
+            if ((rc = nf_preset_expand(a.flow, &a.knobs, spec + 64, sizeof spec - 64)) != NF_OK) goto fail;
+            body = spec + 64;
+            snprintf(ctx.meta.preset, sizeof ctx.meta.preset, "%s", a.flow);
+        } else if (a.knobs.layers || a.knobs.hidden || a.knobs.blocks || a.knobs.bins || a.knobs.tail > 0 ||
+                   a.knobs.activation) {
+            status = cli_usage_error(cmd, "--layers/--hidden/--blocks/--bins/--tail/--activation apply to presets; "
+                                          "with a spec, write the options in the spec");
+            goto out;
+        }
+        char full[1 << 15];
+        snprintf(full, sizeof full, "%s%s", a.standardize ? "standardize, " : "", body);
+        if ((rc = nf_flow_create(&flow, full, (int)train.d, (int)train.c, a.cfg.seed)) != NF_OK) {
+            nf_error_context(rc, "--flow");
+            goto fail;
+        }
+        if ((rc = nf_flow_init_data(flow, train.x, train.ctx, (int)(train.n < 100000 ? train.n : 100000))) != NF_OK)
+            goto fail;
+        snprintf(ctx.meta.data_path, sizeof ctx.meta.data_path, "%s", a.data);
+        snprintf(ctx.meta.data_dataset, sizeof ctx.meta.data_dataset, "%s", a.dataset);
+        snprintf(ctx.meta.val_path, sizeof ctx.meta.val_path, "%s", a.val ? a.val : "");
+        ctx.meta.val_frac = a.val ? 0 : a.val_frac;
+        fix_schedule_total(&a.cfg, train.n);
+    }
+    ctx.meta.n_train = (long)train.n;
+    ctx.meta.n_val = (long)val.n;
+    ctx.flow = flow;
+    if ((rc = nf_trainer_create(&tr, flow, &a.cfg, train.x, train.ctx, train.n, val.x, val.ctx, val.n)) != NF_OK)
+        goto fail;
+    if (resuming) {
+        if ((rc = nf_model_load_trainer(a.resume, tr)) != NF_OK) goto fail;
+        if (nf_trainer_finished(tr)) {
+            fprintf(stderr, "nf fit: %s already finished (step %ld); nothing to resume\n", a.resume, tr->step);
+            status = 0;
+            goto out;
+        }
+        if (!a.quiet) fprintf(stderr, "nf fit: resuming %s at step %ld (epoch %d)\n", a.resume, tr->step, tr->epoch);
+    } else if (!a.quiet) {
+        fprintf(stderr, "nf fit: %zu training and %zu validation samples of dimension %zu; %zu parameters\n", train.n,
+                val.n, train.d, flow->P->n);
+    }
+    ctx.quiet = a.quiet;
+    ctx.tty = isatty(2);
+    ctx.last_print = -1e9;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    nf_train_hooks hooks = {&ctx, progress, checkpoint, &stop_requested};
+    rc = nf_trainer_run(tr, &hooks);
+    if (ctx.tty && !a.quiet) fputc('\n', stderr);
+    if (rc != NF_OK) goto fail;
+    if (stop_requested) {
+        fprintf(stderr, "nf fit: stopped at step %ld; checkpoint in %s (continue with: nf fit --resume %s)\n",
+                tr->step, ctx.out, ctx.out);
+        status = 130;
+        goto out;
+    }
+    if (!a.quiet) {
+        if (val.n && isfinite(tr->best_val))
+            fprintf(stderr, "nf fit: %s after %ld steps; best validation log-likelihood %.4f (step %ld); wrote %s\n",
+                    tr->stop_reason, tr->step, tr->best_val, tr->best_step, ctx.out);
+        else
+            fprintf(stderr, "nf fit: %s after %ld steps; wrote %s\n", tr->stop_reason, tr->step, ctx.out);
+    }
+    status = 0;
+    goto out;
+fail:
+    status = cli_fail(cmd);
+out:
+    nf_trainer_free(tr);
+    nf_flow_free(flow);
+    app_data_free(&all);
+    app_data_free(&train);
+    app_data_free(&val);
+    return status;
+}

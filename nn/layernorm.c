@@ -1,0 +1,84 @@
+/* nn/layernorm.c - layer normalisation over the last axis (Ba et al. 2016), llm.c style.
+ *
+ * Forward caches each row's mean and rstd = 1/sqrt(var + eps) (biased variance, eps 1e-5, as
+ * torch.nn.LayerNorm) so backward need not recompute them.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "nn/nn_internal.h"
+
+#define LN_EPS 1e-5
+
+int nf_layernorm_init(nf_layernorm *L, nf_params *P, const char *name, int width)
+{
+    char full[NF_PARAM_NAME_MAX + 32];
+    if (width < 1) return nf_error(NF_EINVAL, "layer norm '%s': width %d; expected >= 1", name, width);
+    L->width = width;
+    snprintf(full, sizeof full, "%s.gamma", name);
+    NF_TRY(nf_params_add(P, full, (size_t)width, &L->gamma));
+    snprintf(full, sizeof full, "%s.beta", name);
+    NF_TRY(nf_params_add(P, full, (size_t)width, &L->beta));
+    for (int i = 0; i < width; i++) P->value[L->gamma + i] = 1;
+    return NF_OK;
+}
+
+/* xhat = (x - mean) * rstd,  y = xhat * gamma + beta;  cache[r] = (mean, rstd). */
+void nf_layernorm_forward(const nf_layernorm *L, const nf_params *P, nf_real *y, nf_real *cache,
+                          const nf_real *x, int n)
+{
+    const int C = L->width;
+    const nf_real *gamma = P->value + L->gamma, *beta = P->value + L->beta;
+#pragma omp parallel for schedule(static) if ((size_t)n * C > NF_NN_PAR_MIN)
+    for (int r = 0; r < n; r++) {
+        const nf_real *xr = x + (size_t)r * C;
+        nf_real *yr = y + (size_t)r * C;
+        double s = 0, ss = 0;
+        for (int i = 0; i < C; i++) s += xr[i];
+        const double mean = s / C;
+        for (int i = 0; i < C; i++) ss += (xr[i] - mean) * (xr[i] - mean);
+        const double rstd = 1.0 / sqrt(ss / C + LN_EPS);
+        const nf_real mu = (nf_real)mean, rs = (nf_real)rstd;
+        for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * rs * gamma[i] + beta[i];
+        cache[2 * r] = mu;
+        cache[2 * r + 1] = rs;
+    }
+}
+
+/* With g = dy * gamma:  dx += rstd (g - mean(g) - xhat mean(g xhat));
+ * dgamma += sum_r dy xhat;  dbeta += sum_r dy. */
+void nf_layernorm_backward(const nf_layernorm *L, nf_params *P, nf_real *dx, const nf_real *dy,
+                           const nf_real *x, const nf_real *cache, int n)
+{
+    const int C = L->width;
+    const nf_real *gamma = P->value + L->gamma;
+    nf_real *dgamma = P->grad + L->gamma, *dbeta = P->grad + L->beta;
+    if (dx) {
+#pragma omp parallel for schedule(static) if ((size_t)n * C > NF_NN_PAR_MIN)
+        for (int r = 0; r < n; r++) {
+            const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
+            nf_real *dxr = dx + (size_t)r * C;
+            const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
+            double sg = 0, sgx = 0;
+            for (int i = 0; i < C; i++) {
+                nf_real g = dyr[i] * gamma[i];
+                sg += g;
+                sgx += g * (xr[i] - mu) * rs;
+            }
+            const nf_real mg = (nf_real)(sg / C), mgx = (nf_real)(sgx / C);
+            for (int i = 0; i < C; i++) {
+                nf_real xhat = (xr[i] - mu) * rs;
+                dxr[i] += rs * (dyr[i] * gamma[i] - mg - xhat * mgx);
+            }
+        }
+    }
+    /* Parameter gradients sum over rows: one thread, so no two write the same entry. */
+    for (int r = 0; r < n; r++) {
+        const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
+        const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
+        for (int i = 0; i < C; i++) {
+            dgamma[i] += dyr[i] * (xr[i] - mu) * rs;
+            dbeta[i] += dyr[i];
+        }
+    }
+}

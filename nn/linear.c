@@ -1,0 +1,185 @@
+/* nn/linear.c - the linear layer y = x W^T + b, optionally masked and weight-normalised.
+ *
+ * W is (out, in) row-major in the parameter store.  A mask (out, in) of 0/1 owned by the caller marks
+ * the entries that exist: masked entries are zero from initialisation on and their gradients are
+ * held at zero, so W stays masked under any optimizer and forward multiplies by W as it is.
+ * Weight normalisation stores V where W would be and a gain g (out): W_j = g_j V_j / |V_j|; forward
+ * writes the effective W into the workspace, where backward finds it again.
+ *
+ * The _cat variants read the input as the concatenation [x | c] of two arrays (data and context)
+ * by splitting the product in two, so nobody copies the concatenation: W_x = W[:, :in-nc] and
+ * W_c = W[:, in-nc:], both addressed with the row stride `in`.
+ */
+#include "nn/nn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/blas.h"
+#include "nn/nn_internal.h"
+
+static int add_slice(nf_params *P, const char *name, const char *part, size_t size, size_t *off)
+{
+    char full[NF_PARAM_NAME_MAX + 32];
+    snprintf(full, sizeof full, "%s.%s", name, part);
+    return nf_params_add(P, full, size, off);
+}
+
+int nf_linear_init(nf_linear *L, nf_params *P, const char *name, int in, int out, int weight_norm,
+                   const unsigned char *mask, nf_rng *rng)
+{
+    if (in < 1 || out < 1)
+        return nf_error(NF_EINVAL, "linear layer '%s': sizes in=%d, out=%d; expected both >= 1", name, in, out);
+    if (!rng) return nf_error(NF_EINVAL, "linear layer '%s': no random number generator to initialise it", name);
+    memset(L, 0, sizeof *L);
+    L->in = in;
+    L->out = out;
+    L->weight_norm = weight_norm ? 1 : 0;
+    L->mask = mask;
+    NF_TRY(add_slice(P, name, "weight", (size_t)out * in, &L->w));
+    NF_TRY(add_slice(P, name, "bias", (size_t)out, &L->b));
+    if (L->weight_norm) NF_TRY(add_slice(P, name, "gain", (size_t)out, &L->g));
+    nf_linear_init_uniform(L, P, 1.0 / sqrt((double)in), rng);
+    return NF_OK;
+}
+
+/* W, b ~ U(-bound, bound) (as torch.nn.Linear with bound = 1/sqrt(in)); masked W entries zero;
+ * with weight norm g_j = |V_j| so the effective W starts equal to V. */
+void nf_linear_init_uniform(nf_linear *L, nf_params *P, double bound, nf_rng *rng)
+{
+    const size_t oi = (size_t)L->out * L->in;
+    nf_real *W = P->value + L->w, *b = P->value + L->b;
+    nf_rng_fill_uniform(rng, W, oi, -bound, bound);
+    nf_rng_fill_uniform(rng, b, (size_t)L->out, -bound, bound);
+    if (L->mask)
+        for (size_t k = 0; k < oi; k++)
+            if (!L->mask[k]) W[k] = 0;
+    if (L->weight_norm) {
+        nf_real *g = P->value + L->g;
+        for (int j = 0; j < L->out; j++) {
+            double s = 0;
+            for (int i = 0; i < L->in; i++) s += (double)W[(size_t)j * L->in + i] * W[(size_t)j * L->in + i];
+            g[j] = (nf_real)sqrt(s);
+        }
+    }
+}
+
+void nf_linear_zero(nf_linear *L, nf_params *P)
+{
+    memset(P->value + L->b, 0, (size_t)L->out * sizeof(nf_real));
+    if (L->weight_norm) /* keep the directions V, so the gain's gradient is not zero */
+        memset(P->value + L->g, 0, (size_t)L->out * sizeof(nf_real));
+    else
+        memset(P->value + L->w, 0, (size_t)L->out * L->in * sizeof(nf_real));
+}
+
+/* Workspace: weight norm [W_eff (out,in) | 1/|V_j| (out) | dW (out,in)]; mask only [dW (out,in)].
+ * It does not grow with n. */
+size_t nf_linear_workspace(const nf_linear *L, int n)
+{
+    (void)n;
+    const size_t oi = (size_t)L->out * L->in;
+    if (L->weight_norm) return 2 * oi + (size_t)L->out;
+    if (L->mask) return oi;
+    return 0;
+}
+
+/* W_eff_j = g_j V_j / |V_j| (zero for an all-zero row, e.g. a fully masked one). */
+static void effective_weight(const nf_linear *L, const nf_params *P, nf_real *ws)
+{
+    const int in = L->in;
+    const nf_real *V = P->value + L->w, *g = P->value + L->g;
+    nf_real *W = ws, *inv = ws + (size_t)L->out * in;
+    for (int j = 0; j < L->out; j++) {
+        const nf_real *v = V + (size_t)j * in;
+        double s = 0;
+        for (int i = 0; i < in; i++) s += (double)v[i] * v[i];
+        nf_real r = s > 0 ? (nf_real)(1.0 / sqrt(s)) : 0;
+        nf_real c = g[j] * r;
+        inv[j] = r;
+        for (int i = 0; i < in; i++) W[(size_t)j * in + i] = c * v[i];
+    }
+}
+
+/* y (=|+=) [x | c] W^T + b, with x (n, in-nc), c (n, nc), y (n, out). */
+void nf_linear_forward_cat(const nf_linear *L, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                           const nf_real *c, int nc, int accumulate, int n)
+{
+    if (n <= 0) return;
+    const int in = L->in, out = L->out, nx = in - nc;
+    const nf_real *W = P->value + L->w, *b = P->value + L->b;
+    if (L->weight_norm) {
+        effective_weight(L, P, ws);
+        W = ws;
+    }
+    for (int r = 0; r < n; r++) {
+        nf_real *yr = y + (size_t)r * out;
+        if (accumulate)
+            for (int j = 0; j < out; j++) yr[j] += b[j];
+        else
+            memcpy(yr, b, (size_t)out * sizeof *yr);
+    }
+    if (nx > 0) nf_gemm(0, 1, n, out, nx, 1, x, nx, W, in, 1, y, out);
+    if (nc > 0) nf_gemm(0, 1, n, out, nc, 1, c, nc, W + nx, in, 1, y, out);
+}
+
+void nf_linear_forward(const nf_linear *L, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x, int n)
+{
+    nf_linear_forward_cat(L, P, ws, y, x, NULL, 0, 0, n);
+}
+
+/* dx (=|+=) dy W_x, dc += dy W_c, db += sum_r dy_r, dW += dy^T [x | c] (masked).
+ * Weight norm, with s_j = dW_j . V_j / |V_j| and c_j = g_j / |V_j|:
+ *   dg_j += s_j,   dV_j += c_j (dW_j - s_j V_j / |V_j|). */
+void nf_linear_backward_cat(const nf_linear *L, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dc,
+                            const nf_real *dy, const nf_real *x, const nf_real *c, int nc, int accumulate, int n)
+{
+    if (n <= 0) return;
+    const int in = L->in, out = L->out, nx = in - nc;
+    const size_t oi = (size_t)out * in;
+    const nf_real *W = L->weight_norm ? ws : P->value + L->w;
+    nf_real *gW = P->grad + L->w, *gb = P->grad + L->b;
+    const nf_real beta_in = accumulate ? 1 : 0;
+
+    if (dx && nx > 0) nf_gemm(0, 0, n, nx, out, 1, dy, out, W, in, beta_in, dx, nx);
+    if (dc && nc > 0) nf_gemm(0, 0, n, nc, out, 1, dy, out, W + nx, in, 1, dc, nc);
+
+    for (int r = 0; r < n; r++) {
+        const nf_real *dyr = dy + (size_t)r * out;
+        for (int j = 0; j < out; j++) gb[j] += dyr[j];
+    }
+
+    if (!L->weight_norm && !L->mask) {
+        if (nx > 0) nf_gemm(1, 0, out, nx, n, 1, dy, out, x, nx, 1, gW, in);
+        if (nc > 0) nf_gemm(1, 0, out, nc, n, 1, dy, out, c, nc, 1, gW + nx, in);
+        return;
+    }
+    nf_real *dW = L->weight_norm ? ws + oi + out : ws;
+    if (nx > 0) nf_gemm(1, 0, out, nx, n, 1, dy, out, x, nx, 0, dW, in);
+    if (nc > 0) nf_gemm(1, 0, out, nc, n, 1, dy, out, c, nc, 0, dW + nx, in);
+    if (L->mask)
+        for (size_t k = 0; k < oi; k++)
+            if (!L->mask[k]) dW[k] = 0;
+    if (!L->weight_norm) {
+        for (size_t k = 0; k < oi; k++) gW[k] += dW[k];
+        return;
+    }
+    const nf_real *V = P->value + L->w, *g = P->value + L->g, *inv = ws + oi;
+    nf_real *gg = P->grad + L->g;
+    for (int j = 0; j < out; j++) {
+        const nf_real *v = V + (size_t)j * in, *d = dW + (size_t)j * in;
+        nf_real *gv = gW + (size_t)j * in;
+        double s = 0;
+        for (int i = 0; i < in; i++) s += (double)d[i] * v[i];
+        nf_real sj = (nf_real)s * inv[j], cj = g[j] * inv[j], t = sj * inv[j];
+        gg[j] += sj;
+        for (int i = 0; i < in; i++) gv[i] += cj * (d[i] - t * v[i]);
+    }
+}
+
+void nf_linear_backward(const nf_linear *L, nf_params *P, nf_real *ws, nf_real *dx, const nf_real *dy,
+                        const nf_real *x, int n)
+{
+    nf_linear_backward_cat(L, P, ws, dx, NULL, dy, x, NULL, 0, 1, n);
+}

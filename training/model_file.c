@@ -1,0 +1,188 @@
+/* training/model_file.c - saving and loading model files (layout in docs/FORMATS.md). */
+#include "training/model_file.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static int save_config(nf_h5 *f, const nf_train_config *c)
+{
+    const char *g = "/training";
+    NF_TRY(nf_h5_group(f, g));
+    NF_TRY(nf_h5_attr_set_string(f, g, "optimizer", nf_optim_name(c->optim.type)));
+    NF_TRY(nf_h5_attr_set_string(f, g, "schedule", nf_schedule_name(c->schedule.type)));
+    struct {
+        const char *name;
+        double v;
+    } a[] = {{"batch", c->batch},
+             {"epochs", c->epochs},
+             {"max_steps", (double)c->max_steps},
+             {"max_seconds", c->max_seconds},
+             {"patience", c->patience},
+             {"eval_every", (double)c->eval_every},
+             {"clip", c->clip},
+             {"max_failures", c->max_failures},
+             {"good_every", (double)c->good_every},
+             {"checkpoint_every", (double)c->checkpoint_every},
+             {"seed", (double)c->seed},
+             {"lr", c->optim.lr},
+             {"beta1", c->optim.beta1},
+             {"beta2", c->optim.beta2},
+             {"eps", c->optim.eps},
+             {"weight_decay", c->optim.weight_decay},
+             {"momentum", c->optim.momentum},
+             {"warmup", (double)c->schedule.warmup},
+             {"schedule_total", (double)c->schedule.total},
+             {"final_frac", c->schedule.final_frac},
+             {"decay_every", (double)c->schedule.every},
+             {"gamma", c->schedule.gamma}};
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) NF_TRY(nf_h5_attr_set_double(f, g, a[i].name, a[i].v));
+    return NF_OK;
+}
+
+int nf_model_save(const char *path, const nf_flow *flow, const nf_model_meta *meta, const nf_trainer *t)
+{
+    nf_h5 *f;
+    NF_TRY(nf_h5_create(&f, path, NF_MODEL_FORMAT, NF_MODEL_VERSION));
+    int rc = nf_h5_group(f, "/model");
+    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/model", "spec", flow->spec);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/model", "dim", flow->dim);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/model", "ctx_dim", flow->ctx_dim);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/model", "seed", (int64_t)flow->seed);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/model", "n_params", (int64_t)flow->P->n);
+    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/model", "real_type", NF_REAL_NAME);
+    if (rc == NF_OK) rc = nf_params_save(flow->P, f, "/model/params", 0);
+    if (rc == NF_OK) rc = nf_params_save(flow->S, f, "/model/state", 0);
+    if (rc == NF_OK && meta) {
+        rc = nf_h5_group(f, "/data");
+        if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/data", "path", meta->data_path);
+        if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/data", "dataset", meta->data_dataset);
+        if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/data", "val_path", meta->val_path);
+        if (rc == NF_OK) rc = nf_h5_attr_set_double(f, "/data", "val_frac", meta->val_frac);
+        if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/data", "n_train", meta->n_train);
+        if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/data", "n_val", meta->n_val);
+        if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/model", "preset", meta->preset);
+    }
+    if (rc == NF_OK && t) {
+        rc = save_config(f, &t->cfg);
+        if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/training", "stop_reason", t->stop_reason);
+        if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/training", "finished", nf_trainer_finished(t));
+        if (rc == NF_OK) rc = nf_trainer_save(t, f, "/training/checkpoint");
+    }
+    if (rc != NF_OK) {
+        nf_h5_abort(f);
+        return rc;
+    }
+    return nf_h5_commit(f);
+}
+
+int nf_model_load(const char *path, nf_flow **out, nf_model_meta *meta)
+{
+    *out = NULL;
+    nf_h5 *f;
+    NF_TRY(nf_h5_open(&f, path, NF_MODEL_FORMAT, NF_MODEL_VERSION));
+    char spec[1 << 16];
+    int64_t dim = 0, ctx_dim = 0, seed = 0;
+    int rc = nf_h5_attr_get_string(f, "/model", "spec", spec, sizeof spec);
+    if (rc == NF_OK) rc = nf_h5_attr_get_int64(f, "/model", "dim", &dim);
+    if (rc == NF_OK) rc = nf_h5_attr_get_int64(f, "/model", "ctx_dim", &ctx_dim);
+    if (rc == NF_OK) rc = nf_h5_attr_get_int64(f, "/model", "seed", &seed);
+    nf_flow *flow = NULL;
+    if (rc == NF_OK) {
+        rc = nf_flow_create(&flow, spec, (int)dim, (int)ctx_dim, (uint64_t)seed);
+        if (rc != NF_OK) rc = nf_error_context(rc, "%s: cannot rebuild the model", path);
+    }
+    if (rc == NF_OK) rc = nf_params_load(flow->P, f, "/model/params", 0);
+    if (rc == NF_OK) rc = nf_params_load(flow->S, f, "/model/state", 0);
+    if (rc == NF_OK && meta) {
+        memset(meta, 0, sizeof *meta);
+        if (nf_h5_exists(f, "/data")) {
+            int64_t v;
+            nf_h5_attr_get_string(f, "/data", "path", meta->data_path, sizeof meta->data_path);
+            nf_h5_attr_get_string(f, "/data", "dataset", meta->data_dataset, sizeof meta->data_dataset);
+            nf_h5_attr_get_string(f, "/data", "val_path", meta->val_path, sizeof meta->val_path);
+            nf_h5_attr_get_double(f, "/data", "val_frac", &meta->val_frac);
+            if (nf_h5_attr_get_int64(f, "/data", "n_train", &v) == NF_OK) meta->n_train = v;
+            if (nf_h5_attr_get_int64(f, "/data", "n_val", &v) == NF_OK) meta->n_val = v;
+            if (nf_h5_attr_exists(f, "/model", "preset"))
+                nf_h5_attr_get_string(f, "/model", "preset", meta->preset, sizeof meta->preset);
+        }
+        nf_error_clear();
+    }
+    nf_h5_close(f);
+    if (rc != NF_OK) {
+        nf_flow_free(flow);
+        return rc;
+    }
+    nf_flow_set_training(flow, 0);
+    *out = flow;
+    return NF_OK;
+}
+
+int nf_model_has_checkpoint(const char *path)
+{
+    nf_h5 *f;
+    if (nf_h5_open(&f, path, NF_MODEL_FORMAT, NF_MODEL_VERSION) != NF_OK) return 0;
+    int has = nf_h5_exists(f, "/training/checkpoint");
+    nf_h5_close(f);
+    return has;
+}
+
+int nf_model_load_train_config(const char *path, nf_train_config *c)
+{
+    nf_h5 *f;
+    NF_TRY(nf_h5_open(&f, path, NF_MODEL_FORMAT, NF_MODEL_VERSION));
+    int rc = nf_h5_exists(f, "/training") ? NF_OK
+                                           : nf_error(NF_EFORMAT, "%s: no training settings in this model file "
+                                                                  "(it cannot be resumed)", path);
+    char name[32];
+    nf_train_config_init(c);
+    if (rc == NF_OK) rc = nf_h5_attr_get_string(f, "/training", "optimizer", name, sizeof name);
+    if (rc == NF_OK) rc = nf_optim_parse(name, &c->optim.type);
+    if (rc == NF_OK) rc = nf_h5_attr_get_string(f, "/training", "schedule", name, sizeof name);
+    if (rc == NF_OK) rc = nf_schedule_parse(name, &c->schedule.type);
+    double v[22];
+    const char *names[] = {"batch",     "epochs",       "max_steps",  "max_seconds",      "patience", "eval_every",
+                           "clip",      "max_failures", "good_every", "checkpoint_every", "seed",     "lr",
+                           "beta1",     "beta2",        "eps",        "weight_decay",     "momentum", "warmup",
+                           "schedule_total", "final_frac", "decay_every", "gamma"};
+    for (int i = 0; i < 22 && rc == NF_OK; i++) rc = nf_h5_attr_get_double(f, "/training", names[i], &v[i]);
+    nf_h5_close(f);
+    NF_TRY(rc);
+    c->batch = (int)v[0];
+    c->epochs = (int)v[1];
+    c->max_steps = (long)v[2];
+    c->max_seconds = v[3];
+    c->patience = (int)v[4];
+    c->eval_every = (long)v[5];
+    c->clip = v[6];
+    c->max_failures = (int)v[7];
+    c->good_every = (long)v[8];
+    c->checkpoint_every = (long)v[9];
+    c->seed = (uint64_t)v[10];
+    c->optim.lr = v[11];
+    c->optim.beta1 = v[12];
+    c->optim.beta2 = v[13];
+    c->optim.eps = v[14];
+    c->optim.weight_decay = v[15];
+    c->optim.momentum = v[16];
+    c->schedule.lr = v[11];
+    c->schedule.warmup = (long)v[17];
+    c->schedule.total = (long)v[18];
+    c->schedule.final_frac = v[19];
+    c->schedule.every = (long)v[20];
+    c->schedule.gamma = v[21];
+    return NF_OK;
+}
+
+int nf_model_load_trainer(const char *path, nf_trainer *t)
+{
+    nf_h5 *f;
+    NF_TRY(nf_h5_open(&f, path, NF_MODEL_FORMAT, NF_MODEL_VERSION));
+    int rc = nf_h5_exists(f, "/training/checkpoint")
+                 ? nf_trainer_load(t, f, "/training/checkpoint")
+                 : nf_error(NF_EFORMAT, "%s: no checkpoint in this model file (it cannot be resumed)", path);
+    nf_h5_close(f);
+    return rc;
+}

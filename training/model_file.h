@@ -1,0 +1,37 @@
+/* training/model_file.h - the model file: a flow, how it was trained, and how to resume training.
+ *
+ * One HDF5 file (format "nf-model", version 1; layout in docs/FORMATS.md) holds the flow's spec,
+ * dimensions, construction seed, parameters and state (so nf_model_load rebuilds it exactly), what
+ * data it was fit on, the training settings and history, and, when a trainer is given, everything
+ * nf_trainer_load needs to resume.  Files are written atomically (temporary name, then rename), so
+ * a checkpoint replaced while the process is killed leaves either the old or the new file.
+ */
+#ifndef NF_MODEL_FILE_H
+#define NF_MODEL_FILE_H
+
+#include "training/trainer.h"
+
+#define NF_MODEL_FORMAT "nf-model"
+#define NF_MODEL_VERSION 1
+
+typedef struct nf_model_meta {
+    char data_path[1024];     /* the training data file */
+    char data_dataset[128];   /* dataset inside it ("/x") */
+    char val_path[1024];      /* separate validation file, or "" */
+    double val_frac;          /* held-out fraction when val_path is "" */
+    long n_train, n_val;
+    char preset[64];          /* preset name if the spec came from one, else "" */
+} nf_model_meta;
+
+/* Write flow (+ trainer state and config when t is not NULL) to path atomically. */
+int nf_model_save(const char *path, const nf_flow *flow, const nf_model_meta *meta, const nf_trainer *t);
+/* Rebuild the flow from path; meta may be NULL. */
+int nf_model_load(const char *path, nf_flow **flow, nf_model_meta *meta);
+/* Training settings stored in the file (for --resume); NF_EFORMAT if the file has none. */
+int nf_model_load_train_config(const char *path, nf_train_config *cfg);
+/* Restore a trainer created for the loaded flow from the file's checkpoint. */
+int nf_model_load_trainer(const char *path, nf_trainer *t);
+/* 1 if the file holds a resumable checkpoint. */
+int nf_model_has_checkpoint(const char *path);
+
+#endif

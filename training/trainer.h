@@ -1,0 +1,121 @@
+/* training/trainer.h - maximum-likelihood training of a flow, resumable to the bit.
+ *
+ * The trainer owns everything a run needs besides the flow and the data: the optimizer and its
+ * schedule, the shuffling stream, the position in the epoch, the best parameters seen on the
+ * validation set, the last known-good parameters, and the history.  All of it is written by
+ * nf_trainer_save() and read back by nf_trainer_load(), so a run killed after a checkpoint and
+ * resumed continues with exactly the batches, rates and random numbers it would have used, and (same
+ * build, same thread count) ends with the same parameters as a run that was never interrupted.
+ *
+ * One step: take the next `batch` rows of this epoch's permutation, compute the mean negative
+ * log-likelihood and its gradient, clip the global norm, and take an optimizer step at the
+ * scheduled rate times lr_scale.  A non-finite loss or gradient is a divergence: the last good
+ * parameters (a snapshot taken every `good_every` steps) are restored and lr_scale is halved; after
+ * max_failures consecutive divergences the run stops with NF_ENONFINITE, keeping the good model.
+ * Validation runs at the end of every epoch (and every eval_every steps if set); with patience > 0,
+ * that many evaluations without improvement stop the run, and the best parameters are restored at
+ * the end of every run that had a validation set.
+ *
+ * The library never prints: progress and checkpoints go through the hooks the caller provides.
+ */
+#ifndef NF_TRAINER_H
+#define NF_TRAINER_H
+
+#include "core/h5.h"
+#include "flows/flow.h"
+#include "training/optim.h"
+#include "training/schedule.h"
+
+typedef struct nf_train_config {
+    int batch;              /* rows per step (default 512; capped at the training set size) */
+    int epochs;             /* 0: no epoch limit */
+    long max_steps;         /* 0: no step limit */
+    double max_seconds;     /* 0: no time limit (counts time across resumes) */
+    int patience;           /* evaluations without improvement before stopping; 0: never */
+    long eval_every;        /* 0: validate at the end of each epoch only */
+    double clip;            /* global gradient-norm clip; 0: off */
+    int max_failures;       /* consecutive divergences tolerated (default 5) */
+    long good_every;        /* steps between known-good snapshots (default 100) */
+    long checkpoint_every;  /* steps between checkpoint hooks; 0: only at the end */
+    uint64_t seed;          /* shuffling stream */
+    nf_optim optim;
+    nf_schedule schedule;
+} nf_train_config;
+
+/* Defaults: batch 512, epochs 0, max_failures 5, good_every 100, Adam 1e-3, constant schedule. */
+void nf_train_config_init(nf_train_config *c);
+
+typedef struct nf_history {
+    long n, cap;
+    long *step;
+    double *epoch;          /* fractional epochs */
+    double *train_ll;       /* mean train log-likelihood since the previous entry */
+    double *val_ll;         /* NaN without a validation set */
+    double *lr;
+    double *seconds;
+} nf_history;
+
+typedef struct nf_train_progress {
+    long step, total_steps;   /* total_steps 0 if unknown */
+    int epoch, epochs;
+    double train_ll;          /* running mean over recent steps */
+    double val_ll, best_val;  /* NaN until known */
+    double lr, steps_per_sec, seconds, eta_seconds;  /* eta NaN if unknown */
+    int evaluated;            /* 1 if this step ended with a validation */
+} nf_train_progress;
+
+typedef struct nf_trainer nf_trainer;
+
+typedef struct nf_train_hooks {
+    void *user;
+    void (*progress)(void *user, const nf_train_progress *p);      /* after every step */
+    int (*checkpoint)(void *user, nf_trainer *t);                  /* every checkpoint_every steps and at the end */
+    volatile int *stop;       /* set to nonzero (e.g. from a signal handler) to stop after the current step */
+} nf_train_hooks;
+
+struct nf_trainer {
+    nf_train_config cfg;
+    nf_flow *flow;
+    const nf_real *x, *ctx;   /* training data (n, dim), (n, ctx_dim) */
+    size_t n;
+    const nf_real *xv, *ctxv; /* validation data or NULL */
+    size_t nv;
+    /* state saved in checkpoints */
+    long step;
+    int epoch;                /* completed epochs */
+    size_t pos;               /* rows of the current epoch already used */
+    int64_t *perm;            /* (n) this epoch's order */
+    nf_rng *rng;
+    double best_val;          /* -inf until the first validation */
+    long best_step;
+    int bad_evals, failures;
+    double lr_scale;
+    double seconds;           /* training time so far, across resumes */
+    nf_params *best_P, *best_S;   /* best validation parameters */
+    nf_params *good_P, *good_S;   /* last known-good parameters (with optimizer moments) */
+    nf_history hist;
+    /* not saved */
+    double acc_ll;            /* sum of batch mean log-likelihoods since the last history entry */
+    long acc_steps;
+    nf_real *xb, *cb;         /* batch buffers */
+    char stop_reason[128];
+};
+
+int nf_trainer_create(nf_trainer **t, nf_flow *flow, const nf_train_config *cfg, const nf_real *x,
+                      const nf_real *ctx, size_t n, const nf_real *xv, const nf_real *ctxv, size_t nv);
+void nf_trainer_free(nf_trainer *t);
+/* Train until a limit, early stopping, a stop request or an error.  Restores the best validation
+ * parameters before returning (when there is a validation set).  t->stop_reason says why it ended. */
+int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks);
+/* 1 if the run has reached a limit (epochs, steps, time, patience) and would do nothing more. */
+int nf_trainer_finished(const nf_trainer *t);
+
+/* Write / read the resumable state under `group` (the flow's own parameters are saved separately). */
+int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *group);
+int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *group);
+
+/* Mean log-likelihood of (x, ctx) in batches (evaluation mode) and its standard error. */
+int nf_evaluate(nf_flow *flow, const nf_real *x, const nf_real *ctx, size_t n, int batch, double *mean,
+                double *stderr_mean, nf_real *logp_out);
+
+#endif
