@@ -262,6 +262,7 @@ int nf_h5_open(nf_h5 **out, const char *path, const char *format, int max_versio
     int rc = NF_OK;
     int64_t v = 0;
     if (nf_h5_attr_exists(f, "/", "format_version")) rc = nf_h5_attr_get_int64(f, "/", "format_version", &v);
+    if (rc != NF_OK && !format) rc = NF_OK, v = 0; /* any HDF5 file: a strange attribute is not our business */
     f->version = (int)v;
     if (rc == NF_OK && format) {
         char have[128];

@@ -39,7 +39,9 @@ typedef struct rq_bin {
     double xk, W, yk, H, d0, d1, s, xi;
 } rq_bin;
 
-/* sm = softmax(u[0..K)); cum[0..K] = knots -B + 2B sum_{j<k} (m + (1 - K m) sm_j), cum[K] = B exactly. */
+/* sm = softmax(u[0..K)); cum[0..K] = knots -B + 2B sum_{j<k} (m + (1 - K m) sm_j), cum[K] = B exactly.
+ * A bin's width is taken as 2B (m + (1 - K m) sm_k) rather than a difference of knots, which would
+ * lose digits to cancellation in narrow bins. */
 static void knots(double *sm, double *cum, const nf_real *u, int K, double B, double minv)
 {
     double mx = u[0], z = 0;
@@ -77,9 +79,9 @@ static double rq_setup(const nf_rqspline *s, rq_bin *e, double v, const nf_real 
     while (k < K - 1 && v >= c[k + 1]) k++;
     e->k = k;
     e->xk = cx[k];
-    e->W = cx[k + 1] - cx[k];
+    e->W = 2 * B * (s->min_width + (1 - K * s->min_width) * e->sw[k]);
     e->yk = cy[k];
-    e->H = cy[k + 1] - cy[k];
+    e->H = 2 * B * (s->min_height + (1 - K * s->min_height) * e->sh[k]);
     e->d0 = knot_derivative(s, theta, k);
     e->d1 = knot_derivative(s, theta, k + 1);
     e->s = e->H / e->W;

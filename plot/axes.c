@@ -160,27 +160,38 @@ void nf_panel_set_ylabel(nf_panel *p, const char *label) { if (p) set_text(p->yl
 
 /* ---- the frame, ticks and labels ---- */
 
-/* Ticks for an axis `length` pixels long: start from one tick per ~45 pixels (x) or ~32 (y) and
- * take fewer until neighbouring labels keep a gap (x: label widths plus 14 pixels; y: 2.2 digit
- * heights).  The widest label is returned in *label_w. */
+/* Ticks for an axis `length` pixels long: the densest nice ticks that are comfortably apart.
+ * Going down from the most ticks the helper allows, the target yields ever larger steps; the first
+ * whose spacing is at least 50 pixels and the widest label plus 14 (x), or 38 pixels (y), wins,
+ * unless it leaves a single tick; then the largest smaller step that gives two or more ticks with
+ * labels that do not touch (x: a 10-pixel gap; y: 2.2 digit heights) wins.  *label_w receives the widest
+ * label of the chosen ticks. */
 void nf_plot_axis_ticks(cairo_t *cr, nf_ticks *t, double lo, double hi, double length, int horizontal,
                         double *label_w)
 {
-    int target = (int)(length / (horizontal ? 45.0 : 32.0));
-    if (target < 2) target = 2;
-    if (target > 12) target = 12;
-    for (; target >= 1; target--) {
-        if (nf_ticks_nice(t, lo, hi, target) != NF_OK) { t->n = 0; break; }
+    nf_ticks fallback;
+    double fallback_w = 0.0, last_step = 0.0, last_w = 0.0;
+    int have_fallback = 0;
+    double digit = nf_plot_digit_height(cr, NF_FONT_TICK);
+    for (int target = NF_TICKS_MAX - 1; target >= 1; target--) {
+        if (nf_ticks_nice(t, lo, hi, target) != NF_OK) { t->n = 0; return; }
+        if (t->step == last_step) continue;
+        last_step = t->step;
         double spacing = t->step / (hi - lo) * length, widest = 0.0;
         for (int i = 0; i < t->n; i++) {
             char s[64];
             nf_plot_tick_text(s, sizeof s, t->v[i], t->step);
             widest = fmax(widest, nf_plot_text_width(cr, s, NF_FONT_TICK, 0));
         }
-        *label_w = widest;
-        double need = horizontal ? widest + 14.0 : 2.2 * nf_plot_digit_height(cr, NF_FONT_TICK);
-        if (spacing >= need) return;
+        last_w = widest;
+        int apart = spacing >= (horizontal ? widest + 10.0 : 2.2 * digit);
+        int comfortable = spacing >= (horizontal ? fmax(widest + 14.0, 50.0) : 38.0);
+        if (comfortable && (t->n >= 2 || !have_fallback)) { *label_w = widest; return; }
+        if (comfortable) break;
+        if (apart && t->n >= 2) fallback = *t, fallback_w = widest, have_fallback = 1;
     }
+    if (have_fallback) *t = fallback, *label_w = fallback_w;
+    else *label_w = last_w;
 }
 
 int nf_panel_draw_axes(nf_panel *p)
@@ -249,52 +260,69 @@ int nf_panel_legend_add(nf_panel *p, int kind, nf_rgba colour, const char *name)
     return NF_OK;
 }
 
+/* The key of one entry, centred vertically on cy, starting at sx, `sample` pixels wide. */
+static void legend_key(cairo_t *cr, const nf_legend_entry *e, double sx, double cy, double sample)
+{
+    nf_rgba c = e->colour;
+    if (e->kind == NF_LEGEND_MARKER) {
+        c.a = fmax(c.a, 0.8);
+        nf_plot_set_rgba(cr, c);
+        cairo_arc(cr, sx + 0.5 * sample, cy, 3.5, 0.0, 2.0 * NF_PI);
+        cairo_fill(cr);
+    } else if (e->kind == NF_LEGEND_PATCH) {
+        nf_plot_set_rgba(cr, c);
+        cairo_rectangle(cr, sx + 4.0, cy - 5.0, sample - 8.0, 10.0);
+        cairo_fill(cr);
+    } else {
+        c.a = fmax(c.a, 0.8);
+        nf_plot_set_rgba(cr, c);
+        cairo_set_line_width(cr, 2.0);
+        cairo_move_to(cr, sx, cy);
+        cairo_line_to(cr, sx + sample, cy);
+        cairo_stroke(cr);
+    }
+    nf_plot_set_rgba(cr, nf_rgba_hex(NF_INK, 1.0));
+    nf_plot_text(cr, e->name, sx + sample + 6.0, cy, NF_FONT_LEGEND, 0, NF_HALIGN_LEFT, NF_VALIGN_MIDDLE, 0.0);
+}
+
 int nf_panel_legend(nf_panel *p, int corner)
 {
     if (!p) return nf_error(NF_EINVAL, "legend: panel is NULL");
+    if (corner < NF_LEGEND_UPPER_RIGHT || corner > NF_LEGEND_ABOVE)
+        return nf_error(NF_EINVAL, "legend of panel (%d, %d): corner %d is not an nf_legend_corner", p->row, p->col,
+                        corner);
     if (p->nlegend == 0) return NF_OK;
     p->drawn = 1;
     cairo_t *cr = p->fig->cr;
     double x, y, w, h;
     nf_panel_plot_rect(p, &x, &y, &w, &h);
-    const double pad = 6.0, row = 17.0, sample = 22.0, inset = 6.0;
-    double text_w = 0.0;
-    for (int i = 0; i < p->nlegend; i++)
-        text_w = fmax(text_w, nf_plot_text_width(cr, p->legend[i].name, NF_FONT_LEGEND, 0));
-    double bw = round(pad + sample + 6.0 + text_w + pad), bh = round(2.0 * pad + p->nlegend * row - 3.0);
-    int right = corner == NF_LEGEND_UPPER_RIGHT || corner == NF_LEGEND_LOWER_RIGHT;
-    int lower = corner == NF_LEGEND_LOWER_RIGHT || corner == NF_LEGEND_LOWER_LEFT;
-    double bx = right ? x + w - inset - bw : x + inset, by = lower ? y + h - inset - bh : y + inset;
-    cairo_save(cr);
-    cairo_rectangle(cr, bx + 0.5, by + 0.5, bw, bh);
-    cairo_set_source_rgba(cr, 1.0, 1.0, 1.0, 0.85);
-    cairo_fill_preserve(cr);
-    cairo_set_line_width(cr, 1.0);
-    cairo_set_source_rgba(cr, 0.7, 0.7, 0.7, 1.0);
-    cairo_stroke(cr);
+    const double pad = 6.0, row = 17.0, sample = 22.0, inset = 6.0, gap = 16.0;
+    double text_w[NF_LEGEND_MAX], widest = 0.0, total = 0.0;
     for (int i = 0; i < p->nlegend; i++) {
-        const nf_legend_entry *e = &p->legend[i];
-        double cy = by + pad + i * row + 0.5 * (row - 3.0), sx = bx + pad;
-        nf_rgba c = e->colour;
-        if (e->kind == NF_LEGEND_MARKER) {
-            c.a = fmax(c.a, 0.8);
-            nf_plot_set_rgba(cr, c);
-            cairo_arc(cr, sx + 0.5 * sample, cy, 3.5, 0.0, 2.0 * NF_PI);
-            cairo_fill(cr);
-        } else if (e->kind == NF_LEGEND_PATCH) {
-            nf_plot_set_rgba(cr, c);
-            cairo_rectangle(cr, sx + 4.0, cy - 5.0, sample - 8.0, 10.0);
-            cairo_fill(cr);
-        } else {
-            c.a = fmax(c.a, 0.8);
-            nf_plot_set_rgba(cr, c);
-            cairo_set_line_width(cr, 2.0);
-            cairo_move_to(cr, sx, cy);
-            cairo_line_to(cr, sx + sample, cy);
-            cairo_stroke(cr);
+        text_w[i] = nf_plot_text_width(cr, p->legend[i].name, NF_FONT_LEGEND, 0);
+        widest = fmax(widest, text_w[i]);
+        total += sample + 6.0 + text_w[i] + (i > 0 ? gap : 0.0);
+    }
+    cairo_save(cr);
+    if (corner == NF_LEGEND_ABOVE) {
+        double sx = round(x + 0.5 * (w - total)), cy = y - 13.0;
+        for (int i = 0; i < p->nlegend; i++) {
+            legend_key(cr, &p->legend[i], sx, cy, sample);
+            sx += sample + 6.0 + text_w[i] + gap;
         }
-        nf_plot_set_rgba(cr, nf_rgba_hex(NF_INK, 1.0));
-        nf_plot_text(cr, e->name, sx + sample + 6.0, cy, NF_FONT_LEGEND, 0, NF_HALIGN_LEFT, NF_VALIGN_MIDDLE, 0.0);
+    } else {
+        double bw = round(pad + sample + 6.0 + widest + pad), bh = round(2.0 * pad + p->nlegend * row - 3.0);
+        int right = corner == NF_LEGEND_UPPER_RIGHT || corner == NF_LEGEND_LOWER_RIGHT;
+        int lower = corner == NF_LEGEND_LOWER_RIGHT || corner == NF_LEGEND_LOWER_LEFT;
+        double bx = right ? x + w - inset - bw : x + inset, by = lower ? y + h - inset - bh : y + inset;
+        cairo_rectangle(cr, bx + 0.5, by + 0.5, bw, bh);
+        cairo_set_source_rgba(cr, 1.0, 1.0, 1.0, 0.85);
+        cairo_fill_preserve(cr);
+        cairo_set_line_width(cr, 1.0);
+        cairo_set_source_rgba(cr, 0.7, 0.7, 0.7, 1.0);
+        cairo_stroke(cr);
+        for (int i = 0; i < p->nlegend; i++)
+            legend_key(cr, &p->legend[i], bx + pad, by + pad + i * row + 0.5 * (row - 3.0), sample);
     }
     cairo_restore(cr);
     return nf_plot_cairo_check(p->fig, "legend");

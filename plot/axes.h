@@ -58,14 +58,15 @@ int nf_panel_draw_axes(nf_panel *p);
 
 enum nf_legend_kind { NF_LEGEND_LINE, NF_LEGEND_MARKER, NF_LEGEND_PATCH };
 enum nf_legend_corner {
-    NF_LEGEND_UPPER_RIGHT, NF_LEGEND_UPPER_LEFT, NF_LEGEND_LOWER_RIGHT, NF_LEGEND_LOWER_LEFT
+    NF_LEGEND_UPPER_RIGHT, NF_LEGEND_UPPER_LEFT, NF_LEGEND_LOWER_RIGHT, NF_LEGEND_LOWER_LEFT,
+    NF_LEGEND_ABOVE                 /* in one row above the plot area, in place of a title */
 };
 
 /* Add a legend entry (drawing calls with a name do this themselves).  NF_EINVAL when the panel
  * already has NF_LEGEND_MAX entries. */
 int nf_panel_legend_add(nf_panel *p, int kind, nf_rgba colour, const char *name);
-/* Draw the legend box with the panel's entries in the given corner of the plot area (nothing if
- * the panel has no entries). */
+/* Draw the legend box with the panel's entries in the given corner of the plot area, or in a row
+ * above it (nothing if the panel has no entries).  NF_EINVAL for an unknown corner. */
 int nf_panel_legend(nf_panel *p, int corner);
 
 #endif

@@ -77,12 +77,12 @@ int nf_figure_pairplot(nf_figure *fig, const double *a, size_t na, const double 
             }
             if (rc == NF_OK) rc = nf_panel_draw_axes(p);
         }
-    /* one legend, in the first (histogram) panel, naming both sets in the colours of their bars and lines */
+    /* one legend, above the first (histogram) panel, naming both sets in the colours of their bars and lines */
     if (rc == NF_OK) {
         nf_panel *p = nf_figure_panel(fig, 0, 0);
         if (na > 0) rc = nf_panel_legend_add(p, NF_LEGEND_PATCH, bar_a, la);
         if (rc == NF_OK && nb > 0) rc = nf_panel_legend_add(p, NF_LEGEND_LINE, cb, lb);
-        if (rc == NF_OK) rc = nf_panel_legend(p, NF_LEGEND_UPPER_RIGHT);
+        if (rc == NF_OK) rc = nf_panel_legend(p, NF_LEGEND_ABOVE);
     }
     free(lim);
     return rc;

@@ -21,7 +21,7 @@
 #define NF_FONT_LEGEND 11.0
 
 #define NF_MARGIN_LEFT 70.0
-#define NF_MARGIN_RIGHT 14.0
+#define NF_MARGIN_RIGHT 22.0
 #define NF_MARGIN_TOP 28.0
 #define NF_MARGIN_BOTTOM 44.0
 #define NF_COLORBAR_RESERVE 84.0    /* gap, bar, ticks, tick labels and the rotated label */

@@ -23,6 +23,12 @@
 #define TOL 2e-5
 #endif
 
+/* The registry declares the types weak, and a weak reference does not pull an object out of a static
+ * library: naming the types here links them in (see the report to the lead). */
+extern const nf_bijector_type nf_bijector_actnorm, nf_bijector_batchnorm, nf_bijector_lu, nf_bijector_fftconv;
+const nf_bijector_type *const nf_test_linked_types[] = {&nf_bijector_actnorm, &nf_bijector_batchnorm, &nf_bijector_lu,
+                                                         &nf_bijector_fftconv};
+
 static const nf_bij_case cases[] = {
     /* type        options                              D  C  scale inv skip train */
     {"actnorm", "", 3, 0, 0, 0, 0, 0},                    /* before init: plain affine map */
@@ -62,6 +68,7 @@ static void fix_make(fix *f, const char *type, const char *options, int dim, uin
     f->P = nf_params_alloc();
     f->S = nf_params_alloc();
     nf_rng *r = nf_rng_alloc(seed, 0);
+    ck_assert_msg(nf_bijector_type_find(type) != NULL, "type %s is not registered", type);
     int rc = nf_bijector_create(&f->b, nf_bijector_type_find(type), dim, 0, "b0", options, f->P, f->S, r);
     ck_assert_msg(rc == NF_OK, "%s(%s): %s", type, options, nf_strerror_last());
     nf_rng_free(r);
@@ -305,7 +312,7 @@ START_TEST(test_fftconv_direct)
                     double re = 0, im = 0;
                     for (int a = 0; a < h; a++)
                         for (int bb = 0; bb < w; bb++) {
-                            double t = -2 * M_PI * ((double)u * a / h + (double)v * bb / w);
+                            double t = -2 * 3.14159265358979323846 * ((double)u * a / h + (double)v * bb / w);
                             re += k[(q * h + a) * w + bb] * cos(t), im += k[(q * h + a) * w + bb] * sin(t);
                         }
                     lds += 0.5 * log(re * re + im * im);
@@ -338,7 +345,7 @@ START_TEST(test_fftconv_singular_and_shapes)
     memset(k, 0, 8 * sizeof(nf_real));
     k[0] = 1.3f, k[4] = 1.29f; /* along the height: K(1, w) = 1.3 - 1.29 */
     ck_assert_int_eq(f.b.type->inverse(&f.b, x, ld, y, NULL, 2, f.ws), NF_ESINGULAR);
-    ck_assert_msg(strstr(nf_strerror_last(), "(1, 0)"), "message: %s", nf_strerror_last());
+    ck_assert_msg(strstr(nf_strerror_last(), "frequency (1, "), "message: %s", nf_strerror_last());
     fix_free(&f);
     /* shapes that do not fit the dimension */
     nf_params *P = nf_params_alloc(), *S = nf_params_alloc();

@@ -725,9 +725,10 @@ static void check_made_dependence(const nf_mlp_config *cfg, uint64_t seed, int r
         if (j == D && !cfg->ctx) break;
         nf_real *v = j < D ? c.x : c.ctx;
         const int w = j < D ? D : cfg->ctx, col = j < D ? j : 0;
-        for (int r = 0; r < n; r++) v[r * w + col] += (nf_real)0.37;
+        nf_real saved[3];
+        for (int r = 0; r < n; r++) saved[r] = v[r * w + col], v[r * w + col] += (nf_real)0.37;
         nf_mlp_forward(c.m, c.P, c.ws, c.y, c.x, c.ctx, n);
-        for (int r = 0; r < n; r++) v[r * w + col] -= (nf_real)0.37;
+        for (int r = 0; r < n; r++) v[r * w + col] = saved[r]; /* restored exactly */
         for (int o = 0; o < out; o++) {
             const int i = o / opi;
             int moved = 0;

@@ -250,7 +250,14 @@ static int step_once(nf_trainer *t, double *ll, double *lr_used)
     if (rc == NF_OK && !diverged) {
         double norm = nf_clip_grad_norm(f->P, t->cfg.clip);
         if (!isfinite(norm)) diverged = 1;
-        else rc = nf_optim_step(&t->cfg.optim, f->P, lr);
+        else {
+            /* These parameters just gave a finite loss and gradient: a known-good snapshot. */
+            if (t->step % t->cfg.good_every == 0) {
+                nf_params_copy(t->good_P, f->P, 1);
+                nf_params_copy(t->good_S, f->S, 0);
+            }
+            rc = nf_optim_step(&t->cfg.optim, f->P, lr);
+        }
         if (rc == NF_ENONFINITE) diverged = 1, rc = NF_OK;
     }
     if (rc != NF_OK && !diverged) return rc;
@@ -275,10 +282,6 @@ static int step_once(nf_trainer *t, double *ll, double *lr_used)
         t->acc_steps++;
     }
     t->step++;
-    if (t->step % t->cfg.good_every == 0) {
-        nf_params_copy(t->good_P, f->P, 1);
-        nf_params_copy(t->good_S, f->S, 0);
-    }
     return NF_OK;
 }
 
@@ -301,7 +304,7 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
         if (t->pos == 0) new_epoch_order(t);
         memset(&p, 0, sizeof p);
         p.val_ll = NAN;
-        double ll, lr;
+        double ll = NAN, lr = 0;
         rc = step_once(t, &ll, &lr);
         if (rc != NF_OK) break;
         t->seconds = base_seconds + (now_seconds() - started);
@@ -367,7 +370,7 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
 
 static int save_history(const nf_history *h, nf_h5 *f, const char *g)
 {
-    char path[256];
+    char path[512];
     int64_t *steps = malloc((h->n ? h->n : 1) * sizeof *steps);
     if (!steps) return nf_error(NF_ENOMEM, "out of memory saving the history");
     for (long i = 0; i < h->n; i++) steps[i] = h->step[i];
@@ -385,7 +388,7 @@ static int save_history(const nf_history *h, nf_h5 *f, const char *g)
 
 static int load_history(nf_history *h, nf_h5 *f, const char *g)
 {
-    char path[256];
+    char path[512];
     int64_t *steps;
     size_t rows, cols;
     snprintf(path, sizeof path, "%s/step", g);
@@ -411,7 +414,7 @@ static int load_history(nf_history *h, nf_h5 *f, const char *g)
 
 int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *g)
 {
-    char path[256];
+    char path[512];
     NF_TRY(nf_h5_group(f, g));
     struct {
         const char *name;
@@ -451,7 +454,7 @@ int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *g)
 
 int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *g)
 {
-    char path[256];
+    char path[512];
     double v[10];
     const char *names[] = {"step", "epoch", "pos", "best_val", "best_step", "bad_evals", "failures", "lr_scale",
                            "seconds", "optim_t"};

@@ -10,7 +10,8 @@
  * One step: take the next `batch` rows of this epoch's permutation, compute the mean negative
  * log-likelihood and its gradient, clip the global norm, and take an optimizer step at the
  * scheduled rate times lr_scale.  A non-finite loss or gradient is a divergence: the last good
- * parameters (a snapshot taken every `good_every` steps) are restored and lr_scale is halved; after
+ * parameters (every `good_every` steps, the parameters that just gave a finite loss and gradient,
+ * taken before the update) are restored and lr_scale is halved; after
  * max_failures consecutive divergences the run stops with NF_ENONFINITE, keeping the good model.
  * Validation runs at the end of every epoch (and every eval_every steps if set); with patience > 0,
  * that many evaluations without improvement stop the run, and the best parameters are restored at

@@ -1,0 +1,324 @@
+/* tests/check_flow.c - flows as a whole: spec parsing, presets, the change-of-variables formula,
+ * sampling consistency, and gradients of log_prob and of the sampling direction (reverse KL). */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_linalg.h>
+
+#include "flows/flow.h"
+#include "flows/spec.h"
+#include "tests/testutil.h"
+
+static void randomize(nf_flow *f, double scale, uint64_t seed)
+{
+    nf_rng *r = nf_rng_alloc(seed, 0);
+    for (size_t i = 0; i < f->P->n; i++) f->P->value[i] += (nf_real)(scale * nf_rng_normal(r));
+    nf_rng_free(r);
+}
+
+START_TEST(spec_errors_point_at_the_bad_part)
+{
+    nf_flow *f = NULL;
+    ck_assert_int_eq(nf_flow_create(&f, "affine-coupling, afine-coupling", 4, 0, 1), NF_EINVAL);
+    ck_assert_ptr_null(f);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "position 18"));
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "unknown bijector 'afine-coupling'"));
+    ck_assert_int_eq(nf_flow_create(&f, "3*(permute, affine-coupling", 4, 0, 1), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "missing ')'"));
+    ck_assert_int_eq(nf_flow_create(&f, "affine-coupling(hidden=abc)", 4, 0, 1), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "hidden=abc"));
+    ck_assert_int_eq(nf_flow_create(&f, "affine-coupling(hiden=8)", 4, 0, 1), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "unknown option 'hiden'"));
+    ck_assert_int_eq(nf_flow_create(&f, "permute; base=cauchy", 4, 0, 1), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "unknown base distribution 'cauchy'"));
+    ck_assert_int_eq(nf_flow_create(&f, "permute,, permute", 4, 0, 1), NF_EINVAL);
+    ck_assert_int_eq(nf_flow_create(&f, "permute ) permute", 4, 0, 1), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "unexpected ')"));
+}
+END_TEST
+
+START_TEST(repeat_expands)
+{
+    nf_spec s;
+    ck_assert_int_eq(nf_spec_parse(&s, " 3*( permute(order=reverse) , affine-coupling(hidden=8) ), actnorm ; base=diag-normal"),
+                     NF_OK);
+    ck_assert_int_eq(s.n, 7);
+    ck_assert_str_eq(s.items[0].type->name, "permute");
+    ck_assert_str_eq(s.items[5].type->name, "affine-coupling");
+    ck_assert_str_eq(s.items[5].options, "hidden=8");
+    ck_assert_str_eq(s.items[6].type->name, "actnorm");
+    ck_assert_str_eq(s.base, "diag-normal");
+    nf_spec_free(&s);
+}
+END_TEST
+
+START_TEST(every_preset_builds_and_runs)
+{
+    const char *names[] = {"realnvp", "nice", "maf", "iaf", "nsf-coupling", "nsf-ar", "glow"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        char spec[1 << 14];
+        nf_preset_knobs kn = {.layers = 2, .hidden = 8, .blocks = 1, .bins = 4};
+        ck_assert_int_eq(nf_preset_expand(names[k], &kn, spec, sizeof spec), NF_OK);
+        nf_flow *f;
+        int rc = nf_flow_create(&f, spec, 3, 0, 7);
+        ck_assert_msg(rc == NF_OK, "preset %s: %s", names[k], nf_strerror_last());
+        nf_real x[5 * 3], lp[5];
+        nf_test_fill_normal(x, 15, 1.2, 3);
+        nf_flow_set_training(f, 1);
+        ck_assert_msg(nf_flow_log_prob(f, lp, x, NULL, 5) == NF_OK, "%s: %s", names[k], nf_strerror_last());
+        for (int i = 0; i < 5; i++) ck_assert(isfinite(lp[i]));
+        nf_flow_free(f);
+    }
+    char spec[64];
+    ck_assert_int_eq(nf_preset_expand("nsf", NULL, spec, sizeof spec), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "unknown preset 'nsf'"));
+}
+END_TEST
+
+/* log p(x) of standardize -> reverse permutation -> diagonal normal, written out by hand. */
+START_TEST(change_of_variables_by_hand)
+{
+    nf_flow *f;
+    ck_assert_int_eq(nf_flow_create(&f, "standardize, permute(order=reverse); base=diag-normal", 3, 0, 5), NF_OK);
+    nf_real data[4 * 3] = {1.5, -2.25, 0.75, 2.385, 0.5, -1.25, -0.625, 1.75, 3.125, 0.375, -0.875, 2.0};
+    ck_assert_int_eq(nf_flow_init_data(f, data, NULL, 4), NF_OK);
+    const nf_param_slice *mu = nf_params_find(f->P, "base.mean"), *ls = nf_params_find(f->P, "base.log_scale");
+    ck_assert_ptr_nonnull(mu);
+    ck_assert_ptr_nonnull(ls);
+    double m[3] = {0.3, -0.45, 0.125}, s[3] = {0.2, -0.35, 0.05};
+    for (int j = 0; j < 3; j++) {
+        f->P->value[mu->offset + j] = (nf_real)m[j];
+        f->P->value[ls->offset + j] = (nf_real)s[j];
+    }
+    double mean[3] = {0}, sd[3] = {0};
+    for (int j = 0; j < 3; j++) {
+        for (int i = 0; i < 4; i++) mean[j] += data[i * 3 + j] / 4.0;
+        for (int i = 0; i < 4; i++) sd[j] += (data[i * 3 + j] - mean[j]) * (data[i * 3 + j] - mean[j]) / 4.0;
+    }
+    nf_real x[3] = {0.9, -1.1, 2.4}, lp;
+    ck_assert_int_eq(nf_flow_log_prob(f, &lp, x, NULL, 1), NF_OK);
+    /* The standardize bijector may use the population or the sample variance; accept either. */
+    double best = INFINITY;
+    for (int unbiased = 0; unbiased < 2; unbiased++) {
+        double expect = 0;
+        for (int j = 0; j < 3; j++) {
+            double sdj = sqrt(sd[j] * (unbiased ? 4.0 / 3.0 : 1.0));
+            double u = (x[j] - mean[j]) / sdj;
+            int k = 2 - j; /* reverse permutation: z_k = u_{2-k} */
+            double zk = u;
+            expect += -0.5 * log(2 * M_PI) - s[k] - 0.5 * pow((zk - m[k]) / exp(s[k]), 2) - log(sdj);
+        }
+        if (fabs(expect - lp) < best) best = fabs(expect - lp);
+    }
+    ck_assert_msg(best < 1e-4, "log p differs from the hand computation by %g", best);
+    nf_flow_free(f);
+}
+END_TEST
+
+#ifdef NF_DOUBLE
+/* log p(x) = log N(f(x)) + log|det J_f(x)| with J_f by central differences over the whole chain. */
+START_TEST(log_prob_matches_brute_force_jacobian)
+{
+    const char *spec = "affine-coupling(hidden=8), lu, spline-coupling(hidden=8,bins=5,flip=1), actnorm, maf(hidden=12)";
+    const int D = 4;
+    nf_flow *f;
+    ck_assert_msg(nf_flow_create(&f, spec, D, 0, 11) == NF_OK, "%s", nf_strerror_last());
+    randomize(f, 0.2, 5);
+    nf_real x[D], xp[D], lp, z[D], zp[D], zm[D];
+    nf_test_fill_normal(x, D, 1.1, 9);
+    ck_assert_int_eq(nf_flow_log_prob(f, &lp, x, NULL, 1), NF_OK);
+    memcpy(z, f->h + (size_t)f->nb * D, sizeof z);
+    double J[D * D];
+    for (int j = 0; j < D; j++) {
+        nf_real tmp;
+        memcpy(xp, x, sizeof xp);
+        xp[j] += 1e-6;
+        nf_flow_log_prob(f, &tmp, xp, NULL, 1);
+        memcpy(zp, f->h + (size_t)f->nb * D, sizeof zp);
+        xp[j] -= 2e-6;
+        nf_flow_log_prob(f, &tmp, xp, NULL, 1);
+        memcpy(zm, f->h + (size_t)f->nb * D, sizeof zm);
+        for (int k = 0; k < D; k++) J[k * D + j] = (zp[k] - zm[k]) / 2e-6;
+    }
+    gsl_matrix_view mv = gsl_matrix_view_array(J, D, D);
+    gsl_permutation *p = gsl_permutation_alloc(D);
+    int sign;
+    gsl_linalg_LU_decomp(&mv.matrix, p, &sign);
+    double logdet = gsl_linalg_LU_lndet(&mv.matrix);
+    gsl_permutation_free(p);
+    double base = 0;
+    for (int k = 0; k < D; k++) base += -0.5 * log(2 * M_PI) - 0.5 * z[k] * z[k];
+    ck_assert_msg(fabs(base + logdet - lp) < 1e-6, "log p %.10g, by hand %.10g", (double)lp, base + logdet);
+    nf_flow_free(f);
+}
+END_TEST
+
+/* d/dtheta and d/dx of sum(w * log p(x)) against central differences. */
+START_TEST(log_prob_gradients)
+{
+    const char *spec = "affine-coupling(hidden=8), lu, spline-coupling(hidden=8,bins=5,flip=1), maf(hidden=12)";
+    const int D = 3, C = 2, n = 4;
+    nf_flow *f;
+    ck_assert_msg(nf_flow_create(&f, spec, D, C, 13) == NF_OK, "%s", nf_strerror_last());
+    randomize(f, 0.2, 6);
+    nf_real x[n * D], ctx[n * C], w[n], lp[n], dx[n * D], dctx[n * C];
+    nf_test_fill_normal(x, n * D, 1.0, 1);
+    nf_test_fill_normal(ctx, n * C, 1.0, 2);
+    nf_test_fill_normal(w, n, 1.0, 3);
+    memset(dx, 0, sizeof dx);
+    memset(dctx, 0, sizeof dctx);
+    nf_params_zero_grad(f->P);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, ctx, n), NF_OK);
+    ck_assert_int_eq(nf_flow_backward(f, w, dx, dctx), NF_OK);
+    double *grad = malloc(f->P->n * sizeof(double));
+    for (size_t i = 0; i < f->P->n; i++) grad[i] = f->P->grad[i];
+#define LOSS(out)                                                   \
+    do {                                                            \
+        nf_flow_log_prob(f, lp, x, ctx, n);                         \
+        out = 0;                                                    \
+        for (int i_ = 0; i_ < n; i_++) out += w[i_] * lp[i_];       \
+    } while (0)
+    nf_rng *r = nf_rng_alloc(4, 0);
+    for (int k = 0; k < 200; k++) {
+        size_t i = nf_rng_index(r, f->P->n);
+        double keep = f->P->value[i], Lp, Lm;
+        f->P->value[i] = keep + 1e-6;
+        LOSS(Lp);
+        f->P->value[i] = keep - 1e-6;
+        LOSS(Lm);
+        f->P->value[i] = keep;
+        double fd = (Lp - Lm) / 2e-6;
+        ck_assert_msg(nf_test_relerr(grad[i], fd, 1e-2) < 1e-6, "dtheta[%zu] %g vs %g", i, grad[i], fd);
+    }
+    nf_rng_free(r);
+    for (int i = 0; i < n * D; i++) {
+        double keep = x[i], Lp, Lm;
+        x[i] = keep + 1e-6;
+        LOSS(Lp);
+        x[i] = keep - 1e-6;
+        LOSS(Lm);
+        x[i] = keep;
+        ck_assert_msg(nf_test_relerr(dx[i], (Lp - Lm) / 2e-6, 1e-2) < 1e-6, "dx[%d]", i);
+    }
+    for (int i = 0; i < n * C; i++) {
+        double keep = ctx[i], Lp, Lm;
+        ctx[i] = keep + 1e-6;
+        LOSS(Lp);
+        ctx[i] = keep - 1e-6;
+        LOSS(Lm);
+        ctx[i] = keep;
+        ck_assert_msg(nf_test_relerr(dctx[i], (Lp - Lm) / 2e-6, 1e-2) < 1e-6, "dctx[%d]", i);
+    }
+#undef LOSS
+    free(grad);
+    nf_flow_free(f);
+}
+END_TEST
+
+/* Reverse KL: L = sum_i (a . x_i + b log q(x_i)) over samples drawn with a fixed seed. */
+START_TEST(sampling_direction_gradients)
+{
+    const char *spec = "affine-coupling(hidden=8), iaf(hidden=10), lu, affine-coupling(hidden=8,flip=1); base=diag-normal";
+    const int D = 3, n = 5;
+    nf_flow *f;
+    ck_assert_msg(nf_flow_create(&f, spec, D, 0, 17) == NF_OK, "%s", nf_strerror_last());
+    randomize(f, 0.2, 8);
+    nf_real x[n * D], lp[n], dx[n * D], dlp[n];
+    nf_test_fill_normal(dx, n * D, 1.0, 21);
+    nf_test_fill_normal(dlp, n, 1.0, 22);
+    nf_rng *r = nf_rng_alloc(3, 0);
+    ck_assert_int_eq(nf_flow_sample(f, x, lp, NULL, n, r), NF_OK);
+    nf_rng_free(r);
+    nf_params_zero_grad(f->P);
+    ck_assert_msg(nf_flow_sample_backward(f, dx, dlp, NULL) == NF_OK, "%s", nf_strerror_last());
+    double *grad = malloc(f->P->n * sizeof(double));
+    for (size_t i = 0; i < f->P->n; i++) grad[i] = f->P->grad[i];
+    nf_rng *pick = nf_rng_alloc(5, 0);
+    for (int k = 0; k < 150; k++) {
+        size_t i = nf_rng_index(pick, f->P->n);
+        double keep = f->P->value[i], L[2];
+        for (int s = 0; s < 2; s++) {
+            f->P->value[i] = keep + (s ? -1e-6 : 1e-6);
+            nf_rng *rr = nf_rng_alloc(3, 0);
+            nf_flow_sample(f, x, lp, NULL, n, rr);
+            nf_rng_free(rr);
+            L[s] = 0;
+            for (int j = 0; j < n * D; j++) L[s] += dx[j] * x[j];
+            for (int j = 0; j < n; j++) L[s] += dlp[j] * lp[j];
+        }
+        f->P->value[i] = keep;
+        double fd = (L[0] - L[1]) / 2e-6;
+        ck_assert_msg(nf_test_relerr(grad[i], fd, 1e-2) < 1e-6, "sample dtheta[%zu] (%s) %g vs %g", i,
+                      f->P->slices[0].name, grad[i], fd);
+    }
+    nf_rng_free(pick);
+    free(grad);
+    nf_flow_free(f);
+}
+END_TEST
+#endif
+
+START_TEST(samples_log_prob_agrees)
+{
+    nf_flow *f;
+    ck_assert_int_eq(nf_flow_create(&f, "affine-coupling(hidden=8), lu, spline-coupling(hidden=8), maf(hidden=8)", 4, 0, 3),
+                     NF_OK);
+    randomize(f, 0.15, 2);
+    nf_real x[50 * 4], lp[50], lp2[50];
+    nf_rng *r = nf_rng_alloc(9, 0);
+    ck_assert_int_eq(nf_flow_sample(f, x, lp, NULL, 50, r), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp2, x, NULL, 50), NF_OK);
+    for (int i = 0; i < 50; i++)
+        ck_assert_msg(fabs(lp[i] - lp2[i]) < 2e-3 * (1 + fabs(lp2[i])), "sample %d: %g vs %g", i, (double)lp[i],
+                      (double)lp2[i]);
+    nf_rng_free(r);
+    nf_flow_free(f);
+}
+END_TEST
+
+START_TEST(nll_step_is_mean_negative_log_prob)
+{
+    nf_flow *f;
+    ck_assert_int_eq(nf_flow_create(&f, "affine-coupling(hidden=8), permute(order=reverse), affine-coupling(hidden=8)", 2, 0, 3),
+                     NF_OK);
+    randomize(f, 0.1, 1);
+    nf_real x[16 * 2], lp[16];
+    nf_test_fill_normal(x, 32, 1.3, 4);
+    double nll;
+    nf_params_zero_grad(f->P);
+    ck_assert_int_eq(nf_flow_nll_step(f, x, NULL, 16, &nll), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, NULL, 16), NF_OK);
+    double s = 0;
+    for (int i = 0; i < 16; i++) s -= lp[i];
+    ck_assert(fabs(s / 16 - nll) < 1e-5 * (1 + fabs(nll)));
+    ck_assert(nf_params_grad_norm(f->P) > 0);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, NULL, 0), NF_EINVAL);
+    nf_flow_free(f);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("flow");
+    TCase *tc = tcase_create("flow");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, spec_errors_point_at_the_bad_part);
+    tcase_add_test(tc, repeat_expands);
+    tcase_add_test(tc, every_preset_builds_and_runs);
+    tcase_add_test(tc, change_of_variables_by_hand);
+    tcase_add_test(tc, samples_log_prob_agrees);
+    tcase_add_test(tc, nll_step_is_mean_negative_log_prob);
+#ifdef NF_DOUBLE
+    tcase_add_test(tc, log_prob_matches_brute_force_jacobian);
+    tcase_add_test(tc, log_prob_gradients);
+    tcase_add_test(tc, sampling_direction_gradients);
+#endif
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

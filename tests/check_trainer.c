@@ -1,0 +1,291 @@
+/* tests/check_trainer.c - the trainer: learning, exact resume, divergence recovery, early stopping,
+ * and model files. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/testutil.h"
+#include "training/model_file.h"
+
+#define SPEC "standardize, affine-coupling(hidden=16), permute(order=reverse), affine-coupling(hidden=16)"
+
+static char tmpdir[256];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/nf_trainer_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+/* Correlated 2-D Gaussian data: x2 = 0.8 x1 + 0.6 e. */
+static nf_real *make_data(size_t n, uint64_t seed)
+{
+    nf_real *x = malloc(n * 2 * sizeof(nf_real));
+    nf_rng *r = nf_rng_alloc(seed, 0);
+    for (size_t i = 0; i < n; i++) {
+        double a = nf_rng_normal(r), b = nf_rng_normal(r);
+        x[2 * i] = (nf_real)(2.5 + 1.5 * a);
+        x[2 * i + 1] = (nf_real)(-1.0 + 0.8 * a + 0.6 * b);
+    }
+    nf_rng_free(r);
+    return x;
+}
+
+static nf_flow *new_flow(const nf_real *x, size_t n)
+{
+    nf_flow *f;
+    ck_assert_int_eq(nf_flow_create(&f, SPEC, 2, 0, 42), NF_OK);
+    ck_assert_int_eq(nf_flow_init_data(f, x, NULL, (int)n), NF_OK);
+    return f;
+}
+
+static void base_config(nf_train_config *c)
+{
+    nf_train_config_init(c);
+    c->batch = 64;
+    c->max_steps = 60;
+    c->seed = 7;
+    c->optim.lr = 3e-3;
+    nf_schedule_init(&c->schedule, NF_SCHED_COSINE, 3e-3);
+    c->schedule.total = 60;
+    c->eval_every = 10;
+    c->good_every = 7;
+}
+
+START_TEST(training_improves_likelihood)
+{
+    size_t n = 2000;
+    nf_real *x = make_data(n, 1), *xv = make_data(500, 2);
+    nf_flow *f = new_flow(x, n);
+    double before, after, se;
+    ck_assert_int_eq(nf_evaluate(f, xv, NULL, 500, 256, &before, &se, NULL), NF_OK);
+    nf_train_config c;
+    base_config(&c);
+    c.max_steps = 300;
+    c.schedule.total = 300;
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, f, &c, x, NULL, n, xv, NULL, 500), NF_OK);
+    ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
+    ck_assert_int_eq(nf_evaluate(f, xv, NULL, 500, 256, &after, &se, NULL), NF_OK);
+    /* true entropy of the data: log(2 pi e) + log(1.5 * 0.6) = 2.733; the model should approach it */
+    ck_assert_msg(after > before + 0.3, "validation log-likelihood %g -> %g", before, after);
+    ck_assert_msg(after > -2.733 - 0.15, "validation log-likelihood %g, true -2.733", after);
+    ck_assert_int_eq(t->step, 300);
+    ck_assert(t->hist.n >= 30);
+    ck_assert_ptr_nonnull(strstr(t->stop_reason, "300 steps"));
+    nf_trainer_free(t);
+    nf_flow_free(f);
+    free(x);
+    free(xv);
+}
+END_TEST
+
+typedef struct stopper {
+    long at;
+    volatile int flag;
+    const char *path;
+    nf_flow *flow;
+} stopper;
+
+static void stop_at(void *user, const nf_train_progress *p)
+{
+    stopper *s = user;
+    if (p->step >= s->at) s->flag = 1;
+}
+
+static int save_ckpt(void *user, nf_trainer *t)
+{
+    stopper *s = user;
+    return nf_model_save(s->path, s->flow, NULL, t);
+}
+
+/* A run stopped at step 23 and resumed from its file ends bit-identical to an uninterrupted run. */
+START_TEST(resume_is_exact)
+{
+    make_tmpdir();
+    char path[300];
+    snprintf(path, sizeof path, "%s/model.h5", tmpdir);
+    size_t n = 700; /* not a multiple of the batch: resume mid-epoch with a partial last batch */
+    nf_real *x = make_data(n, 3), *xv = make_data(200, 4);
+    nf_train_config c;
+    base_config(&c);
+
+    nf_flow *ref = new_flow(x, n);
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, ref, &c, x, NULL, n, xv, NULL, 200), NF_OK);
+    ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
+    nf_trainer_free(t);
+
+    nf_flow *a = new_flow(x, n);
+    stopper s = {23, 0, path, a};
+    nf_train_hooks h = {&s, stop_at, save_ckpt, &s.flag};
+    ck_assert_int_eq(nf_trainer_create(&t, a, &c, x, NULL, n, xv, NULL, 200), NF_OK);
+    ck_assert_int_eq(nf_trainer_run(t, &h), NF_OK);
+    ck_assert_int_eq(t->step, 23);
+    ck_assert_ptr_nonnull(strstr(t->stop_reason, "request"));
+    nf_trainer_free(t);
+    nf_flow_free(a);
+
+    nf_flow *b;
+    nf_train_config c2;
+    ck_assert_int_eq(nf_model_load(path, &b, NULL), NF_OK);
+    ck_assert_int_eq(nf_model_load_train_config(path, &c2), NF_OK);
+    ck_assert_int_eq(c2.max_steps, 60);
+    ck_assert_int_eq(c2.batch, 64);
+    ck_assert_int_eq(nf_trainer_create(&t, b, &c2, x, NULL, n, xv, NULL, 200), NF_OK);
+    ck_assert_int_eq(nf_model_load_trainer(path, t), NF_OK);
+    ck_assert_int_eq(t->step, 23);
+    ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
+    ck_assert_int_eq(t->step, 60);
+    ck_assert_int_eq(b->P->n, ref->P->n);
+    ck_assert_msg(memcmp(b->P->value, ref->P->value, b->P->n * sizeof(nf_real)) == 0,
+                  "resumed parameters differ from the uninterrupted run");
+    ck_assert(memcmp(b->S->value, ref->S->value, b->S->n * sizeof(nf_real)) == 0);
+    nf_trainer_free(t);
+    nf_flow_free(b);
+    nf_flow_free(ref);
+    free(x);
+    free(xv);
+    unlink(path);
+    rmdir(tmpdir);
+}
+END_TEST
+
+/* A learning rate that blows up.  Every divergence restores the last good parameters and halves
+ * the rate: with max_failures 5 the run recovers and completes; with max_failures 1 it stops at the
+ * first divergence with an error, keeping finite, usable parameters. */
+static void diverge(int max_failures, int expect_rc)
+{
+    size_t n = 512;
+    nf_real *x = make_data(n, 5);
+    nf_flow *f = new_flow(x, n);
+    nf_train_config c;
+    base_config(&c);
+    /* parameters of this size overflow the squared latents of the base density */
+#ifdef NF_DOUBLE
+    const double huge = 1e200;
+#else
+    const double huge = 1e30;
+#endif
+    c.optim.lr = huge;
+    nf_schedule_init(&c.schedule, NF_SCHED_CONSTANT, huge);
+    c.max_steps = 12;
+    c.max_failures = max_failures;
+    c.clip = 0;
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, f, &c, x, NULL, n, NULL, NULL, 0), NF_OK);
+    int rc = nf_trainer_run(t, NULL);
+    ck_assert_int_eq(rc, expect_rc);
+    if (rc != NF_OK) ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "diverged 1 times"));
+    ck_assert_msg(t->lr_scale <= 0.5, "lr_scale %g: no divergence was handled", t->lr_scale);
+    for (size_t i = 0; i < f->P->n; i++) ck_assert(isfinite(f->P->value[i]));
+    nf_real lp[8];
+    int lrc = nf_flow_log_prob(f, lp, x, NULL, 8);
+    ck_assert_msg(lrc == NF_OK, "after divergence (step %ld, failures %d): %s", t->step, t->failures, nf_strerror_last());
+    nf_trainer_free(t);
+    nf_flow_free(f);
+    free(x);
+}
+
+START_TEST(divergence_recovers)
+{
+    diverge(5, NF_OK);
+}
+END_TEST
+
+START_TEST(divergence_stops_after_max_failures)
+{
+    diverge(1, NF_ENONFINITE);
+}
+END_TEST
+
+/* With a zero learning rate the validation score never improves: patience 2 stops after 3 evaluations. */
+START_TEST(early_stopping)
+{
+    size_t n = 256;
+    nf_real *x = make_data(n, 6), *xv = make_data(100, 7);
+    nf_flow *f = new_flow(x, n);
+    nf_train_config c;
+    base_config(&c);
+    c.optim.lr = 0;
+    nf_schedule_init(&c.schedule, NF_SCHED_CONSTANT, 0);
+    c.max_steps = 1000;
+    c.eval_every = 1;
+    c.patience = 2;
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, f, &c, x, NULL, n, xv, NULL, 100), NF_OK);
+    ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
+    ck_assert_int_eq(t->step, 3);
+    ck_assert_ptr_nonnull(strstr(t->stop_reason, "early stopping"));
+    ck_assert_int_eq(t->best_step, 1);
+    nf_trainer_free(t);
+    nf_flow_free(f);
+    free(x);
+    free(xv);
+}
+END_TEST
+
+START_TEST(model_file_round_trip_and_refusals)
+{
+    make_tmpdir();
+    char path[300], other[300];
+    snprintf(path, sizeof path, "%s/m.h5", tmpdir);
+    snprintf(other, sizeof other, "%s/data.h5", tmpdir);
+    nf_real *x = make_data(64, 8);
+    nf_flow *f = new_flow(x, 64);
+    for (size_t i = 0; i < f->P->n; i++) f->P->value[i] += (nf_real)(0.01 * (i % 7));
+    nf_model_meta meta = {0};
+    snprintf(meta.data_path, sizeof meta.data_path, "train.h5");
+    snprintf(meta.data_dataset, sizeof meta.data_dataset, "/x");
+    meta.n_train = 64;
+    ck_assert_int_eq(nf_model_save(path, f, &meta, NULL), NF_OK);
+    nf_flow *g;
+    nf_model_meta m2;
+    ck_assert_int_eq(nf_model_load(path, &g, &m2), NF_OK);
+    ck_assert_str_eq(m2.data_path, "train.h5");
+    ck_assert_str_eq(g->spec, SPEC);
+    nf_real a[8], b[8];
+    ck_assert_int_eq(nf_flow_log_prob(f, a, x, NULL, 8), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(g, b, x, NULL, 8), NF_OK);
+    ck_assert(memcmp(a, b, sizeof a) == 0);
+    nf_flow_free(g);
+    ck_assert_int_eq(nf_model_has_checkpoint(path), 0);
+    nf_train_config c;
+    ck_assert_int_eq(nf_model_load_train_config(path, &c), NF_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "cannot be resumed"));
+    /* a data file is not a model */
+    nf_h5 *h;
+    ck_assert_int_eq(nf_h5_create(&h, other, "nf-data", 1), NF_OK);
+    ck_assert_int_eq(nf_h5_write_real(h, "/x", x, 64, 2), NF_OK);
+    ck_assert_int_eq(nf_h5_commit(h), NF_OK);
+    ck_assert_int_eq(nf_model_load(other, &g, NULL) == NF_OK, 0);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "nf-model"));
+    nf_flow_free(f);
+    free(x);
+    unlink(path);
+    unlink(other);
+    rmdir(tmpdir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("trainer");
+    TCase *tc = tcase_create("trainer");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, training_improves_likelihood);
+    tcase_add_test(tc, resume_is_exact);
+    tcase_add_test(tc, divergence_recovers);
+    tcase_add_test(tc, divergence_stops_after_max_failures);
+    tcase_add_test(tc, early_stopping);
+    tcase_add_test(tc, model_file_round_trip_and_refusals);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
