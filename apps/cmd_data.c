@@ -1,9 +1,491 @@
-/* apps/cmd_data.c - placeholder until the datasets module lands. */
+/* apps/cmd_data.c - nf data: make built-in data sets, import CSV/NPY, split into train/val/test.
+ *
+ * Every file written is an "nf-data" (version 1) HDF5 file written atomically (nf_h5_create writes a
+ * temporary and commit renames it into place): /x (n, d) float64, /logp_true (n) where the density
+ * is known, /columns (d names) after an import, /context carried by split; root attributes say where
+ * the data came from.  All arguments are checked before anything is computed or created, so a bad
+ * input leaves no file behind and changes none.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "apps/commands.h"
+#include "apps/datafile.h"
+#include "core/h5.h"
+#include "core/import.h"
+#include "datasets/dataset.h"
+
+#define DATA_FORMAT "nf-data"
+#define DATA_VERSION 1
+#define DEFAULT_N 10000
+#define DEFAULT_SEED 1
+#define DEFAULT_ENTROPY_N 20000
+
+static void make_help(FILE *out)
+{
+    fprintf(out,
+            "usage: nf data make NAME [-n N] [--seed S] [--dim D] [--components K] [--model-seed S]\n"
+            "                         [--flow PRESET] [--entropy-n M] -o FILE.h5\n"
+            "       nf data make --list\n\n"
+            "Draw N points from a built-in data set and write /x (N x d, float64), /logp_true (N, the\n"
+            "true log-density) and attributes generator, seed, n, dim, density, entropy, entropy_stderr.\n\n"
+            "  -n N             number of points (default %d)\n"
+            "  --seed S         sampling seed (default %d)\n"
+            "  --dim D          gmm, teacher: dimension (default %d)\n"
+            "  --components K   gmm: mixture components (default %d)\n"
+            "  --model-seed S   gmm, teacher: seed of the random distribution itself, kept fixed when\n"
+            "                   drawing train and test files with different --seed (default %d)\n"
+            "  --flow PRESET    teacher: flow preset or spec (default %s)\n"
+            "  --entropy-n M    points for the entropy estimate: the file's own when N >= M, else an\n"
+            "                   independent sample of M (default %d)\n"
+            "  -o FILE.h5       output file (required)\n"
+            "  --list           list the data sets, one per line\n\n"
+            "examples:\n"
+            "  nf data make checkerboard -n 50000 --seed 3 -o train.h5\n"
+            "  nf data make gmm --dim 8 --components 6 -n 20000 -o gmm8.h5\n",
+            DEFAULT_N, DEFAULT_SEED, NF_DATASET_DEFAULT_DIM, NF_DATASET_DEFAULT_COMPONENTS,
+            NF_DATASET_DEFAULT_MODEL_SEED, NF_DATASET_DEFAULT_FLOW, DEFAULT_ENTROPY_N);
+}
+
+static void import_help(FILE *out)
+{
+    fprintf(out, "usage: nf data import FILE.csv|FILE.tsv|FILE.txt|FILE.npy [--delimiter C] [--header auto|yes|no]\n"
+                 "                      -o FILE.h5\n\n"
+                 "Convert a CSV table or a NumPy .npy array (1-D or 2-D) into an nf data file: /x (n x d,\n"
+                 "float64) and /columns (the CSV header, or x0..x{d-1}).  Empty files, ragged rows and\n"
+                 "non-finite values are refused, naming the row and column.\n\n"
+                 "  --delimiter C    CSV field separator: a character, 'tab' or 'space' (default: detected)\n"
+                 "  --header H       CSV header line: auto, yes or no (default auto)\n"
+                 "  -o FILE.h5       output file (required)\n\n"
+                 "example:\n"
+                 "  nf data import measurements.csv -o data.h5\n");
+}
+
+static void split_help(FILE *out)
+{
+    fprintf(out, "usage: nf data split FILE.h5 [--val F] [--test F] [--seed S] [-o PREFIX]\n\n"
+                 "Shuffle the rows of /x (with /logp_true and /context when present) with a seeded\n"
+                 "permutation and write PREFIX.train.h5, PREFIX.val.h5 and PREFIX.test.h5.\n\n"
+                 "  --val F          fraction for validation, round(n F) rows (default 0.1)\n"
+                 "  --test F         fraction for test, round(n F) rows (default 0.1)\n"
+                 "  --seed S         shuffle seed (default 1)\n"
+                 "  -o PREFIX        output prefix (default: FILE.h5 without .h5)\n\n"
+                 "example:\n"
+                 "  nf data split moons.h5 --val 0.1 --test 0.2 --seed 7\n");
+}
+
+static void data_help(FILE *out)
+{
+    fprintf(out, "usage: nf data make|import|split ...   (nf data SUBCOMMAND --help)\n\n"
+                 "  make     draw a built-in data set with its true log-density\n"
+                 "  import   convert CSV or NPY into an nf data file\n"
+                 "  split    split a data file into train, validation and test files\n\n");
+    make_help(out);
+    fputc('\n', out);
+    import_help(out);
+    fputc('\n', out);
+    split_help(out);
+}
+
+/* The value after flag argv[*i], or NULL (with a usage error printed). */
+static const char *flag_value(const char *cmd, int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        cli_usage_error(cmd, "%s: expected a value after it", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int list_sets(void)
+{
+    for (int i = 0; nf_dataset_types[i]; i++) {
+        const nf_dataset_type *t = nf_dataset_types[i];
+        char dim[8];
+        snprintf(dim, sizeof dim, "%s", t->dim ? "2" : "D");
+        const char *kind = t->density == NF_DENSITY_EXACT ? "exact" : t->density == NF_DENSITY_NUMERICAL ? "numerical" : "none";
+        printf("%-13s dim %s  density %-9s  %s\n", t->name, dim, kind, t->summary);
+    }
+    return 0;
+}
+
+/* ---- make ------------------------------------------------------------------------------------- */
+
+static int write_make(const char *out, const nf_dataset *ds, long seed, size_t n, const double *x,
+                      const double *lp, double H, double se, size_t ent_n)
+{
+    nf_h5 *f;
+    NF_TRY(nf_h5_create(&f, out, DATA_FORMAT, DATA_VERSION));
+    const nf_dataset_type *t = ds->type;
+    int rc = nf_h5_write_double(f, "/x", x, n, (size_t)ds->dim);
+    if (rc == NF_OK && lp) rc = nf_h5_write_double(f, "/logp_true", lp, n, 0);
+    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "generator", t->name);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "seed", seed);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "n", (int64_t)n);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "dim", ds->dim);
+    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "density", lp ? t->density_method : "unknown");
+    if (rc == NF_OK && lp) rc = nf_h5_attr_set_double(f, "/", "entropy", H);
+    if (rc == NF_OK && lp) rc = nf_h5_attr_set_double(f, "/", "entropy_stderr", se);
+    if (rc == NF_OK && lp) rc = nf_h5_attr_set_int64(f, "/", "entropy_n", (int64_t)ent_n);
+    if (rc == NF_OK && !t->dim) rc = nf_h5_attr_set_int64(f, "/", "model_seed", (int64_t)ds->opts.model_seed);
+    if (rc == NF_OK && t == &nf_dataset_gmm) rc = nf_h5_attr_set_int64(f, "/", "components", ds->opts.components);
+    if (rc == NF_OK && t == &nf_dataset_teacher) rc = nf_h5_attr_set_string(f, "/", "flow", ds->opts.flow);
+    if (rc != NF_OK) {
+        nf_h5_abort(f);
+        return rc;
+    }
+    return nf_h5_commit(f);
+}
+
+static int cmd_make(int argc, char **argv)
+{
+    const char *cmd = "data make", *name = NULL, *out = NULL;
+    long n = DEFAULT_N, seed = DEFAULT_SEED, v, ent_n = DEFAULT_ENTROPY_N;
+    int set_dim = 0, set_k = 0, set_ms = 0, set_flow = 0;
+    nf_dataset_opts o;
+    nf_dataset_opts_default(&o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *s;
+        if (cli_is_help(a)) {
+            make_help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--list")) {
+            return list_sets();
+        } else if (!strcmp(a, "-n")) {
+            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 1, 100000000L, &n)) return 2;
+        } else if (!strcmp(a, "--seed") || !strcmp(a, "--model-seed")) {
+            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 0, 0x7fffffffffffffffL, &v))
+                return 2;
+            if (a[2] == 's') seed = v;
+            else o.model_seed = (uint64_t)v, set_ms = 1;
+        } else if (!strcmp(a, "--dim")) {
+            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 1, 1024, &v)) return 2;
+            o.dim = (int)v, set_dim = 1;
+        } else if (!strcmp(a, "--components")) {
+            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 1, 1000, &v)) return 2;
+            o.components = (int)v, set_k = 1;
+        } else if (!strcmp(a, "--entropy-n")) {
+            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 2, 100000000L, &ent_n)) return 2;
+        } else if (!strcmp(a, "--flow")) {
+            if (!(o.flow = flag_value(cmd, argc, argv, &i))) return 2;
+            set_flow = 1;
+        } else if (!strcmp(a, "-o")) {
+            if (!(out = flag_value(cmd, argc, argv, &i))) return 2;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (name) {
+            return cli_usage_error(cmd, "unexpected argument '%s' (the data set is already '%s')", a, name);
+        } else {
+            name = a;
+        }
+    }
+    if (!name) return cli_usage_error(cmd, "no data set named (expected NAME, see 'nf data make --list')");
+    const nf_dataset_type *t = nf_dataset_type_find(name);
+    if (!t) return cli_usage_error(cmd, "%s", nf_strerror_last());
+    if (!out) return cli_usage_error(cmd, "no output file (expected -o FILE.h5)");
+    if (t->dim && (set_dim || set_k || set_ms || set_flow))
+        return cli_usage_error(cmd, "%s is %d-dimensional and has no options (--dim, --components, --model-seed and "
+                                    "--flow apply to gmm and teacher)", t->name, t->dim);
+    if (t == &nf_dataset_gmm && set_flow) return cli_usage_error(cmd, "--flow applies to teacher, not gmm");
+    if (t == &nf_dataset_teacher && set_k) return cli_usage_error(cmd, "--components applies to gmm, not teacher");
+    if (app_check_output(out) != NF_OK) return cli_fail(cmd);
+
+    nf_dataset *ds = NULL;
+    nf_rng *rng = NULL;
+    double *x = NULL, *lp = NULL, H = 0, se = 0;
+    int known = t->density != NF_DENSITY_NONE;
+    int rc = nf_dataset_alloc(&ds, name, &o);
+    if (rc == NF_OK) {
+        rng = nf_rng_alloc((uint64_t)seed, 0);
+        x = malloc((size_t)n * (size_t)ds->dim * sizeof *x);
+        lp = known ? malloc((size_t)n * sizeof *lp) : NULL;
+        if (!rng || !x || (known && !lp)) rc = nf_error(NF_ENOMEM, "out of memory for %ld points", n);
+    }
+    if (rc == NF_OK) rc = nf_dataset_sample(ds, rng, (size_t)n, x, lp);
+    if (rc == NF_OK && known) {
+        if (n >= ent_n) {
+            rc = nf_entropy_from_logp(lp, (size_t)n, &H, &se);
+            ent_n = n;
+        } else { /* an independent stream, so the data points do not depend on --entropy-n */
+            nf_rng *r2 = nf_rng_alloc((uint64_t)seed, 1);
+            rc = r2 ? nf_dataset_entropy(ds, r2, (size_t)ent_n, &H, &se) : NF_ENOMEM;
+            nf_rng_free(r2);
+        }
+    }
+    if (rc == NF_OK) rc = write_make(out, ds, seed, (size_t)n, x, lp, H, se, (size_t)ent_n);
+    if (rc == NF_OK) {
+        printf("%s: %s, %ld x %d", out, t->name, n, ds->dim);
+        if (known) printf(", entropy %.4f +- %.4f nats", H, se);
+        printf("\n");
+    }
+    free(x);
+    free(lp);
+    nf_rng_free(rng);
+    nf_dataset_free(ds);
+    return rc == NF_OK ? 0 : cli_fail(cmd);
+}
+
+/* ---- import ----------------------------------------------------------------------------------- */
+
+static int cmd_import(int argc, char **argv)
+{
+    const char *cmd = "data import", *in = NULL, *out = NULL, *s;
+    nf_csv_options co = {0, -1};
+    int csv_opts = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            import_help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--delimiter")) {
+            if (!(s = flag_value(cmd, argc, argv, &i))) return 2;
+            if (!strcmp(s, "tab")) co.delimiter = '\t';
+            else if (!strcmp(s, "space")) co.delimiter = ' ';
+            else if (strlen(s) == 1) co.delimiter = s[0];
+            else return cli_usage_error(cmd, "--delimiter '%s': expected one character, 'tab' or 'space'", s);
+            csv_opts = 1;
+        } else if (!strcmp(a, "--header")) {
+            if (!(s = flag_value(cmd, argc, argv, &i))) return 2;
+            if (!strcmp(s, "auto")) co.header = -1;
+            else if (!strcmp(s, "yes")) co.header = 1;
+            else if (!strcmp(s, "no")) co.header = 0;
+            else return cli_usage_error(cmd, "--header '%s': expected auto, yes or no", s);
+            csv_opts = 1;
+        } else if (!strcmp(a, "-o")) {
+            if (!(out = flag_value(cmd, argc, argv, &i))) return 2;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (in) {
+            return cli_usage_error(cmd, "unexpected argument '%s' (the input is already '%s')", a, in);
+        } else {
+            in = a;
+        }
+    }
+    if (!in) return cli_usage_error(cmd, "no input file (expected FILE.csv or FILE.npy)");
+    if (!out) return cli_usage_error(cmd, "no output file (expected -o FILE.h5)");
+    if (app_check_output(out) != NF_OK) return cli_fail(cmd);
+
+    nf_table tab = {0};
+    int rc = csv_opts ? nf_import_csv(in, &co, &tab) : nf_import_file(in, &tab);
+    if (rc == NF_OK) rc = nf_data_validate_double(in, tab.x, tab.n, tab.d, 0);
+    nf_h5 *f = NULL;
+    if (rc == NF_OK) rc = nf_h5_create(&f, out, DATA_FORMAT, DATA_VERSION);
+    if (rc == NF_OK) rc = nf_h5_write_double(f, "/x", tab.x, tab.n, tab.d);
+    if (rc == NF_OK) rc = nf_h5_write_strings(f, "/columns", (const char *const *)tab.names, tab.d);
+    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "generator", "import");
+    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "source", in);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "n", (int64_t)tab.n);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "dim", (int64_t)tab.d);
+    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "density", "unknown");
+    if (f) {
+        if (rc == NF_OK) rc = nf_h5_commit(f);
+        else nf_h5_abort(f);
+    }
+    if (rc == NF_OK) printf("%s: %zu x %zu from %s\n", out, tab.n, tab.d, in);
+    nf_table_free(&tab);
+    return rc == NF_OK ? 0 : cli_fail(cmd);
+}
+
+/* ---- split ------------------------------------------------------------------------------------ */
+
+typedef struct split_input {
+    double *x, *lp, *ctx;   /* (n, d), (n), (n, c) */
+    size_t n, d, c;
+    char **cols;
+    size_t ncols;
+} split_input;
+
+static void split_input_free(split_input *s)
+{
+    free(s->x);
+    free(s->lp);
+    free(s->ctx);
+    if (s->cols) nf_h5_strings_free(s->cols, s->ncols);
+}
+
+static int split_read(const char *in, split_input *s)
+{
+    nf_h5 *f;
+    NF_TRY(nf_h5_open(&f, in, NULL, 0));
+    char what[1100];
+    size_t rows, cols;
+    int rc = NF_OK;
+    if (!nf_h5_exists(f, "/x"))
+        rc = nf_error(NF_EFORMAT, "%s: no dataset /x (expected the samples as an n x d array)", in);
+    if (rc == NF_OK) rc = nf_h5_read_double(f, "/x", &s->x, &s->n, &s->d);
+    snprintf(what, sizeof what, "%s:/x", in);
+    if (rc == NF_OK) rc = nf_data_validate_double(what, s->x, s->n, s->d, 0);
+    if (rc == NF_OK && nf_h5_exists(f, "/logp_true")) {
+        rc = nf_h5_read_double(f, "/logp_true", &s->lp, &rows, &cols);
+        if (rc == NF_OK && (rows != s->n || cols != 1))
+            rc = nf_error(NF_EFORMAT, "%s:/logp_true has %zu x %zu entries, expected %zu (one per row of /x)", in,
+                          rows, cols, s->n);
+    }
+    if (rc == NF_OK && nf_h5_exists(f, "/context")) {
+        rc = nf_h5_read_double(f, "/context", &s->ctx, &rows, &s->c);
+        if (rc == NF_OK && rows != s->n)
+            rc = nf_error(NF_EFORMAT, "%s:/context has %zu rows, expected %zu (one per row of /x)", in, rows, s->n);
+    }
+    if (rc == NF_OK && nf_h5_exists(f, "/columns")) {
+        rc = nf_h5_read_strings(f, "/columns", &s->cols, &s->ncols);
+        if (rc == NF_OK && s->ncols != s->d)
+            rc = nf_error(NF_EFORMAT, "%s:/columns has %zu names, expected %zu (one per column of /x)", in, s->ncols,
+                          s->d);
+    }
+    nf_h5_close(f);
+    return rc;
+}
+
+/* Copy the provenance attributes the input has (silently skipping any of another type). */
+static int copy_attrs(nf_h5 *src, nf_h5 *dst)
+{
+    static const char *const strs[] = {"generator", "density", "source", "flow", NULL};
+    static const char *const ints[] = {"seed", "model_seed", "components", NULL};
+    static const char *const dbls[] = {"entropy", "entropy_stderr", NULL};
+    char buf[1024];
+    int64_t iv;
+    double dv;
+    for (int i = 0; strs[i]; i++)
+        if (nf_h5_attr_exists(src, "/", strs[i]) && nf_h5_attr_get_string(src, "/", strs[i], buf, sizeof buf) == NF_OK)
+            NF_TRY(nf_h5_attr_set_string(dst, "/", strs[i], buf));
+    for (int i = 0; ints[i]; i++)
+        if (nf_h5_attr_exists(src, "/", ints[i]) && nf_h5_attr_get_int64(src, "/", ints[i], &iv) == NF_OK)
+            NF_TRY(nf_h5_attr_set_int64(dst, "/", ints[i], iv));
+    for (int i = 0; dbls[i]; i++)
+        if (nf_h5_attr_exists(src, "/", dbls[i]) && nf_h5_attr_get_double(src, "/", dbls[i], &dv) == NF_OK)
+            NF_TRY(nf_h5_attr_set_double(dst, "/", dbls[i], dv));
+    nf_error_clear();
+    return NF_OK;
+}
+
+/* Rows perm[0..m-1] of a (n, w) array into out (m, w). */
+static void gather(double *out, const double *a, size_t w, const size_t *perm, size_t m)
+{
+    for (size_t i = 0; i < m; i++) memcpy(out + i * w, a + perm[i] * w, w * sizeof *a);
+}
+
+static int split_write(nf_h5 *f, const char *in, nf_h5 *src, const split_input *s, const size_t *rows, size_t m,
+                       const char *part, long seed, double *buf)
+{
+    gather(buf, s->x, s->d, rows, m);
+    NF_TRY(nf_h5_write_double(f, "/x", buf, m, s->d));
+    if (s->lp) {
+        gather(buf, s->lp, 1, rows, m);
+        NF_TRY(nf_h5_write_double(f, "/logp_true", buf, m, 0));
+    }
+    if (s->ctx) {
+        gather(buf, s->ctx, s->c, rows, m);
+        NF_TRY(nf_h5_write_double(f, "/context", buf, m, s->c));
+    }
+    if (s->cols) NF_TRY(nf_h5_write_strings(f, "/columns", (const char *const *)s->cols, s->ncols));
+    if (src) NF_TRY(copy_attrs(src, f));
+    NF_TRY(nf_h5_attr_set_int64(f, "/", "n", (int64_t)m));
+    NF_TRY(nf_h5_attr_set_int64(f, "/", "dim", (int64_t)s->d));
+    NF_TRY(nf_h5_attr_set_string(f, "/", "split", part));
+    NF_TRY(nf_h5_attr_set_string(f, "/", "split_of", in));
+    NF_TRY(nf_h5_attr_set_int64(f, "/", "split_seed", seed));
+    return NF_OK;
+}
+
+static int cmd_split(int argc, char **argv)
+{
+    const char *cmd = "data split", *in = NULL, *prefix = NULL, *s;
+    double val = 0.1, test = 0.1;
+    long seed = DEFAULT_SEED;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            split_help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--val") || !strcmp(a, "--test")) {
+            if (!(s = flag_value(cmd, argc, argv, &i)) ||
+                cli_parse_double(cmd, a, s, 0, 0.999999, !strcmp(a, "--val") ? &val : &test))
+                return 2;
+        } else if (!strcmp(a, "--seed")) {
+            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 0, 0x7fffffffffffffffL, &seed))
+                return 2;
+        } else if (!strcmp(a, "-o")) {
+            if (!(prefix = flag_value(cmd, argc, argv, &i))) return 2;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (in) {
+            return cli_usage_error(cmd, "unexpected argument '%s' (the input is already '%s')", a, in);
+        } else {
+            in = a;
+        }
+    }
+    if (!in) return cli_usage_error(cmd, "no input file (expected FILE.h5)");
+    if (val + test >= 1) return cli_usage_error(cmd, "--val %g and --test %g leave no training rows", val, test);
+    const char *part[3] = {"train", "val", "test"};
+    char *path[3] = {NULL, NULL, NULL};
+    size_t pl = strlen(prefix ? prefix : in) + 16;
+    for (int k = 0; k < 3; k++) {
+        if (!(path[k] = malloc(pl))) {
+            for (int j = 0; j < k; j++) free(path[j]);
+            return cli_failf(cmd, "out of memory");
+        }
+        if (prefix) {
+            snprintf(path[k], pl, "%s.%s.h5", prefix, part[k]);
+        } else {
+            size_t L = strlen(in);
+            int strip = L > 3 && !strcmp(in + L - 3, ".h5");
+            snprintf(path[k], pl, "%.*s.%s.h5", (int)(strip ? L - 3 : L), in, part[k]);
+        }
+    }
+    split_input si = {0};
+    size_t *perm = NULL, count[3];
+    double *buf = NULL;
+    nf_h5 *src = NULL, *f[3] = {NULL, NULL, NULL};
+    int rc = NF_OK;
+    for (int k = 0; k < 3 && rc == NF_OK; k++) rc = app_check_output(path[k]);
+    if (rc == NF_OK) rc = split_read(in, &si);
+    if (rc == NF_OK) {
+        size_t w = si.d > si.c ? si.d : si.c;
+        perm = malloc(si.n * sizeof *perm);
+        buf = malloc(si.n * w * sizeof *buf);
+        if (!perm || !buf) rc = nf_error(NF_ENOMEM, "%s: out of memory for %zu rows", in, si.n);
+    }
+    if (rc == NF_OK) rc = nf_dataset_split(si.n, val, test, (uint64_t)seed, perm, count);
+    if (rc != NF_OK) nf_error_context(rc, "%s", in);
+    if (rc == NF_OK) rc = nf_h5_open(&src, in, NULL, 0);
+    /* all three written before any is renamed into place */
+    size_t at = 0;
+    for (int k = 0; k < 3 && rc == NF_OK; k++) {
+        rc = nf_h5_create(&f[k], path[k], DATA_FORMAT, DATA_VERSION);
+        if (rc == NF_OK) rc = split_write(f[k], in, src, &si, perm + at, count[k], part[k], seed, buf);
+        at += count[k];
+    }
+    nf_h5_close(src);
+    for (int k = 0; k < 3; k++) {
+        if (rc == NF_OK) {
+            rc = nf_h5_commit(f[k]);
+        } else {
+            nf_h5_abort(f[k]);
+        }
+    }
+    if (rc == NF_OK)
+        printf("%s: %zu train, %zu validation, %zu test rows -> %s, %s, %s\n", in, count[0], count[1], count[2],
+               path[0], path[1], path[2]);
+    split_input_free(&si);
+    free(perm);
+    free(buf);
+    for (int k = 0; k < 3; k++) free(path[k]);
+    return rc == NF_OK ? 0 : cli_fail(cmd);
+}
 
 int nf_cmd_data(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_usage_error("data", "not available in this build yet");
+    if (argc < 2) {
+        data_help(stderr);
+        return 2;
+    }
+    if (cli_is_help(argv[1])) {
+        data_help(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "make")) return cmd_make(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "import")) return cmd_import(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "split")) return cmd_split(argc - 1, argv + 1);
+    return cli_usage_error("data", "unknown subcommand '%s' (expected make, import or split)", argv[1]);
 }

@@ -370,7 +370,7 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
 
 static int save_history(const nf_history *h, nf_h5 *f, const char *g)
 {
-    char path[512];
+    char path[1024];
     int64_t *steps = malloc((h->n ? h->n : 1) * sizeof *steps);
     if (!steps) return nf_error(NF_ENOMEM, "out of memory saving the history");
     for (long i = 0; i < h->n; i++) steps[i] = h->step[i];
@@ -388,7 +388,7 @@ static int save_history(const nf_history *h, nf_h5 *f, const char *g)
 
 static int load_history(nf_history *h, nf_h5 *f, const char *g)
 {
-    char path[512];
+    char path[1024];
     int64_t *steps;
     size_t rows, cols;
     snprintf(path, sizeof path, "%s/step", g);
