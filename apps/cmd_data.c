@@ -446,8 +446,8 @@ static int cmd_split(int argc, char **argv)
         buf = malloc(si.n * w * sizeof *buf);
         if (!perm || !buf) rc = nf_error(NF_ENOMEM, "%s: out of memory for %zu rows", in, si.n);
     }
-    if (rc == NF_OK) rc = nf_dataset_split(si.n, val, test, (uint64_t)seed, perm, count);
-    if (rc != NF_OK) nf_error_context(rc, "%s", in);
+    if (rc == NF_OK && (rc = nf_dataset_split(si.n, val, test, (uint64_t)seed, perm, count)) != NF_OK)
+        nf_error_context(rc, "%s", in);
     if (rc == NF_OK) rc = nf_h5_open(&src, in, NULL, 0);
     /* all three written before any is renamed into place */
     size_t at = 0;

@@ -91,7 +91,7 @@ static void progress(void *user, const nf_train_progress *p)
     fit_ctx *c = user;
     if (c->quiet) return;
     int last = p->total_steps > 0 && p->step >= p->total_steps;
-    if (!c->tty && !p->evaluated && !last && p->seconds - c->last_print < 5.0) return;
+    if (!c->tty && !last && p->seconds - c->last_print < 5.0) return;
     if (c->tty && !last && p->seconds - c->last_print < 0.1) return;
     c->last_print = p->seconds;
     char eta[32], step[48], val[64];
@@ -405,10 +405,10 @@ int nf_cmd_fit(int argc, char **argv)
     }
     if (!a.quiet) {
         if (val.n && isfinite(tr->best_val))
-            fprintf(stderr, "nf fit: %s after %ld steps; best validation log-likelihood %.4f (step %ld); wrote %s\n",
-                    tr->stop_reason, tr->step, tr->best_val, tr->best_step, ctx.out);
+            fprintf(stderr, "nf fit: done (%s, %.1f s); best validation log-likelihood %.4f at step %ld; wrote %s\n",
+                    tr->stop_reason, tr->seconds, tr->best_val, tr->best_step, ctx.out);
         else
-            fprintf(stderr, "nf fit: %s after %ld steps; wrote %s\n", tr->stop_reason, tr->step, ctx.out);
+            fprintf(stderr, "nf fit: done (%s, %.1f s); wrote %s\n", tr->stop_reason, tr->seconds, ctx.out);
     }
     status = 0;
     goto out;

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"logprob", nf_cmd_logprob, "log-density of every sample, to a file"},
     {"sample", nf_cmd_sample, "draw samples from a model"},
     {"info", nf_cmd_info, "show what a model file holds"},
+    {"plot", nf_cmd_plot, "pictures: data, density and samples; pair plots; training history"},
     {NULL, NULL, NULL},
 };
 
@@ -34,7 +35,8 @@ static void usage(FILE *out)
                  "  nf fit train.h5 -o model.h5\n"
                  "  nf data make checkerboard -n 20000 --seed 2 -o test.h5\n"
                  "  nf eval model.h5 test.h5\n"
-                 "  nf sample model.h5 -n 1000 -o samples.h5\n");
+                 "  nf sample model.h5 -n 1000 -o samples.h5\n"
+                 "  nf plot model.h5 --data test.h5 -o density.png\n");
 }
 
 int main(int argc, char **argv)

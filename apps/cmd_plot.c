@@ -1,0 +1,328 @@
+/* apps/cmd_plot.c - nf plot: pictures of a model (density, samples, pair plots) and of its training. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/commands.h"
+#include "apps/datafile.h"
+#include "core/h5.h"
+#include "core/rng.h"
+#include "plot/plot.h"
+#include "training/model_file.h"
+
+static const char *const PLOT_HELP =
+    "usage: nf plot MODEL.h5 [--data DATA.h5] -o FILE.png [options]\n"
+    "       nf plot --history MODEL.h5 -o FILE.png\n"
+    "\n"
+    "2-D models: three panels on the same axes - a histogram of the data, the learned density as a\n"
+    "heat map with a colour bar, and a scatter of samples.  Models of more dimensions: a grid of\n"
+    "pairwise scatter plots (data against samples) with 1-D marginal histograms on the diagonal.\n"
+    "--history draws the training and validation log-likelihood against the step.\n"
+    "\n"
+    "  --data FILE       data to show next to the model (dataset /x)      [none: samples only]\n"
+    "  -o FILE           output PNG (written atomically)\n"
+    "  --log             heat map of the log-density instead of the density\n"
+    "  --grid N          heat-map resolution, N x N evaluations           [200]\n"
+    "  --samples N       samples to draw                                  [5000]\n"
+    "  --dims LIST       dimensions for the pair plot, e.g. 0,2,5          [the first 5]\n"
+    "  --seed S          seed for the samples (pictures are deterministic) [1]\n"
+    "  --dataset PATH    dataset holding the data samples                 [/x]\n"
+    "\n"
+    "examples:\n"
+    "  nf plot model.h5 --data test.h5 -o density.png\n"
+    "  nf plot --history model.h5 -o history.png\n";
+
+typedef struct plot_args {
+    const char *model, *data, *out, *dataset, *dims;
+    int history, log_density;
+    long grid, samples, seed;
+} plot_args;
+
+static int parse(int argc, char **argv, plot_args *a)
+{
+    const char *cmd = "plot";
+    memset(a, 0, sizeof *a);
+    a->dataset = "/x";
+    a->grid = 200;
+    a->samples = 5000;
+    a->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(s)) {
+            fputs(PLOT_HELP, stdout);
+            exit(0);
+        } else if (!strcmp(s, "--history")) {
+            a->history = 1;
+        } else if (!strcmp(s, "--log")) {
+            a->log_density = 1;
+        } else if (!strcmp(s, "--grid")) {
+            if (cli_parse_long(cmd, s, v, 10, 2000, &a->grid)) return 2;
+            i++;
+        } else if (!strcmp(s, "--samples")) {
+            if (cli_parse_long(cmd, s, v, 1, 10000000, &a->samples)) return 2;
+            i++;
+        } else if (!strcmp(s, "--seed")) {
+            if (cli_parse_long(cmd, s, v, 0, 1L << 53, &a->seed)) return 2;
+            i++;
+        } else if (!strcmp(s, "-o") || !strcmp(s, "--output") || !strcmp(s, "--data") || !strcmp(s, "--dataset") ||
+                   !strcmp(s, "--dims")) {
+            if (!v) return cli_usage_error(cmd, "%s needs a value", s);
+            if (!strcmp(s, "--data")) a->data = v;
+            else if (!strcmp(s, "--dataset")) a->dataset = v;
+            else if (!strcmp(s, "--dims")) a->dims = v;
+            else a->out = v;
+            i++;
+        } else if (s[0] == '-' && s[1]) {
+            return cli_usage_error(cmd, "unknown option '%s'", s);
+        } else if (!a->model) {
+            a->model = s;
+        } else {
+            return cli_usage_error(cmd, "unexpected argument '%s'", s);
+        }
+    }
+    if (!a->model) return cli_usage_error(cmd, "no model file given (expected: nf plot MODEL.h5 -o FILE.png)");
+    if (!a->out) return cli_usage_error(cmd, "no output file given (expected -o FILE.png)");
+    return 0;
+}
+
+static int plot_history(const plot_args *a)
+{
+    nf_h5 *f;
+    NF_TRY(nf_h5_open(&f, a->model, NF_MODEL_FORMAT, NF_MODEL_VERSION));
+    int64_t *step = NULL;
+    double *tr = NULL, *va = NULL;
+    size_t n = 0, c, n2, n3;
+    int rc = nf_h5_exists(f, "/training/checkpoint/history")
+                 ? NF_OK
+                 : nf_error(NF_EFORMAT, "%s: no training history (was it made by nf fit?)", a->model);
+    if (rc == NF_OK) rc = nf_h5_read_int64(f, "/training/checkpoint/history/step", &step, &n, &c);
+    if (rc == NF_OK) rc = nf_h5_read_double(f, "/training/checkpoint/history/train_log_likelihood", &tr, &n2, &c);
+    if (rc == NF_OK) rc = nf_h5_read_double(f, "/training/checkpoint/history/val_log_likelihood", &va, &n3, &c);
+    nf_h5_close(f);
+    if (rc == NF_OK && n == 0) rc = nf_error(NF_EDATA, "%s: the training history is empty (no evaluation yet)", a->model);
+    nf_figure *fig = NULL;
+    double *xs = NULL;
+    if (rc == NF_OK) {
+        xs = malloc(n * sizeof *xs);
+        fig = nf_figure_alloc(900, 560, 1, 1);
+        if (!xs || !fig) rc = nf_error(NF_ENOMEM, "out of memory drawing the history");
+    }
+    if (rc == NF_OK) {
+        for (size_t i = 0; i < n; i++) xs[i] = (double)step[i];
+        double lo = INFINITY, hi = -INFINITY;
+        for (size_t i = 0; i < n; i++) {
+            if (isfinite(tr[i])) lo = fmin(lo, tr[i]), hi = fmax(hi, tr[i]);
+            if (isfinite(va[i])) lo = fmin(lo, va[i]), hi = fmax(hi, va[i]);
+        }
+        if (!isfinite(lo)) lo = -1, hi = 1;
+        /* early, very low values would flatten the curve: show the last 90% of the range */
+        double top = hi, bottom = lo;
+        double *sorted = malloc(2 * n * sizeof *sorted);
+        size_t m = 0;
+        if (sorted) {
+            for (size_t i = 0; i < n; i++) {
+                if (isfinite(tr[i])) sorted[m++] = tr[i];
+                if (isfinite(va[i])) sorted[m++] = va[i];
+            }
+            for (size_t i = 1; i < m; i++)
+                for (size_t j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+                    double t = sorted[j];
+                    sorted[j] = sorted[j - 1];
+                    sorted[j - 1] = t;
+                }
+            if (m > 10) bottom = sorted[m / 20];
+            free(sorted);
+        }
+        nf_plot_pad_range(&bottom, &top, 0.08);
+        double x0 = xs[0], x1 = xs[n - 1];
+        if (x1 <= x0) x1 = x0 + 1;
+        nf_panel *p = nf_figure_panel(fig, 0, 0);
+        rc = nf_panel_set_limits(p, x0 > 0 ? 0 : x0, x1, bottom, top);
+        if (rc == NF_OK) rc = nf_panel_line(p, xs, tr, n, 1, nf_plot_color(0), 2.0, "train");
+        if (rc == NF_OK && isfinite(lo)) rc = nf_panel_line(p, xs, va, n, 1, nf_plot_color(1), 2.0, "validation");
+        nf_panel_set_title(p, "training history");
+        nf_panel_set_xlabel(p, "optimizer step");
+        nf_panel_set_ylabel(p, "mean log-likelihood (nats)");
+        if (rc == NF_OK) rc = nf_panel_draw_axes(p);
+        if (rc == NF_OK) rc = nf_panel_legend(p, NF_LEGEND_LOWER_RIGHT);
+        if (rc == NF_OK) rc = nf_figure_save_png(fig, a->out);
+    }
+    nf_figure_free(fig);
+    free(xs);
+    free(step);
+    free(tr);
+    free(va);
+    return rc;
+}
+
+static double *to_double(const nf_real *x, size_t n)
+{
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    if (d)
+        for (size_t i = 0; i < n; i++) d[i] = x[i];
+    return d;
+}
+
+/* Limits shared by the three 2-D panels: the range of the data (or samples), padded. */
+static void limits_2d(const double *pts, size_t n, double lim[4])
+{
+    for (int k = 0; k < 2; k++) {
+        double lo, hi;
+        if (nf_plot_range(&lo, &hi, pts + k, n, 2) != NF_OK) lo = -1, hi = 1;
+        nf_plot_pad_range(&lo, &hi, 0.05);
+        lim[2 * k] = lo;
+        lim[2 * k + 1] = hi;
+    }
+}
+
+static int plot_2d(const plot_args *a, nf_flow *flow, const double *data, size_t nd, const double *smp, size_t ns)
+{
+    double lim[4];
+    limits_2d(data ? data : smp, data ? nd : ns, lim);
+    int G = (int)a->grid;
+    nf_real *grid = malloc((size_t)G * G * 2 * sizeof(nf_real)), *lp = malloc((size_t)G * G * sizeof(nf_real));
+    double *z = malloc((size_t)G * G * sizeof(double));
+    nf_figure *fig = nf_figure_alloc(1500, 500, 1, 3);
+    int rc = grid && lp && z && fig ? NF_OK : nf_error(NF_ENOMEM, "out of memory drawing the density");
+    if (rc == NF_OK) {
+        for (int j = 0; j < G; j++)
+            for (int i = 0; i < G; i++) {
+                grid[2 * ((size_t)j * G + i)] = (nf_real)(lim[0] + (i + 0.5) * (lim[1] - lim[0]) / G);
+                grid[2 * ((size_t)j * G + i) + 1] = (nf_real)(lim[2] + (j + 0.5) * (lim[3] - lim[2]) / G);
+            }
+        double mean;
+        rc = nf_evaluate(flow, grid, NULL, (size_t)G * G, 4096, &mean, NULL, lp);
+    }
+    if (rc == NF_OK) {
+        for (size_t k = 0; k < (size_t)G * G; k++) z[k] = a->log_density ? fmax(lp[k], -30.0) : exp(lp[k]);
+        nf_panel *p0 = nf_figure_panel(fig, 0, 0), *p1 = nf_figure_panel(fig, 0, 1), *p2 = nf_figure_panel(fig, 0, 2);
+        nf_panel *ps[3] = {p0, p1, p2};
+        for (int k = 0; k < 3 && rc == NF_OK; k++) {
+            rc = nf_panel_set_limits(ps[k], lim[0], lim[1], lim[2], lim[3]);
+            nf_panel_set_xlabel(ps[k], "x1");
+            nf_panel_set_ylabel(ps[k], "x2");
+        }
+        const double *hist = data ? data : smp;
+        size_t nh = data ? nd : ns;
+        if (rc == NF_OK) rc = nf_panel_hist2d(p0, hist, hist + 1, nh, 2, 80, 80, 0, NULL);
+        nf_panel_set_title(p0, data ? "data (histogram)" : "samples (histogram)");
+        nf_heatmap_opts ho = {0};
+        ho.colorbar_label = a->log_density ? "log density" : "density";
+        ho.bilinear = 1;
+        if (a->log_density) {
+            double lo, hi;
+            nf_plot_range(&lo, &hi, z, (size_t)G * G, 1);
+            ho.vmax = hi;
+            ho.vmin = fmax(lo, hi - 12);
+        }
+        if (rc == NF_OK) rc = nf_panel_heatmap(p1, z, G, G, &ho);
+        nf_panel_set_title(p1, a->log_density ? "model log-density" : "model density");
+        if (rc == NF_OK) rc = nf_panel_scatter(p2, smp, smp + 1, ns, 2, (nf_rgba){0.16, 0.35, 0.65, 0.35}, 1.4, NULL);
+        char title[64];
+        snprintf(title, sizeof title, "%zu model samples", ns);
+        nf_panel_set_title(p2, title);
+        for (int k = 0; k < 3 && rc == NF_OK; k++) rc = nf_panel_draw_axes(ps[k]);
+        if (rc == NF_OK) rc = nf_figure_save_png(fig, a->out);
+    }
+    nf_figure_free(fig);
+    free(grid);
+    free(lp);
+    free(z);
+    return rc;
+}
+
+static int plot_pairs(const plot_args *a, int D, const double *data, size_t nd, const double *smp, size_t ns)
+{
+    int dims[16], k = 0;
+    if (a->dims) {
+        const char *s = a->dims;
+        while (*s && k < 16) {
+            char *end;
+            long v = strtol(s, &end, 10);
+            if (end == s || v < 0 || v >= D)
+                return nf_error(NF_EINVAL, "--dims %s: expected comma-separated dimensions from 0 to %d", a->dims, D - 1);
+            dims[k++] = (int)v;
+            s = *end == ',' ? end + 1 : end;
+            if (*end && *end != ',')
+                return nf_error(NF_EINVAL, "--dims %s: expected comma-separated dimensions from 0 to %d", a->dims, D - 1);
+        }
+    } else {
+        for (k = 0; k < D && k < 5; k++) dims[k] = k;
+    }
+    double *da = malloc((nd ? nd : 1) * k * sizeof(double)), *sb = malloc((ns ? ns : 1) * k * sizeof(double));
+    char names[16][16];
+    const char *np[16];
+    for (int i = 0; i < k; i++) {
+        snprintf(names[i], sizeof names[i], "x%d", dims[i]);
+        np[i] = names[i];
+    }
+    int rc = da && sb ? NF_OK : nf_error(NF_ENOMEM, "out of memory for the pair plot");
+    if (rc == NF_OK) {
+        for (size_t r = 0; r < nd; r++)
+            for (int i = 0; i < k; i++) da[r * k + i] = data[r * D + dims[i]];
+        for (size_t r = 0; r < ns; r++)
+            for (int i = 0; i < k; i++) sb[r * k + i] = smp[r * D + dims[i]];
+        nf_figure *fig = nf_figure_alloc(230 * k + 40, 230 * k + 40, k, k);
+        if (!fig) rc = NF_ENOMEM;
+        nf_pairplot_opts o = {0};
+        o.names = np;
+        if (rc == NF_OK) rc = nf_figure_pairplot(fig, data ? da : sb, data ? nd : ns, data ? sb : NULL, data ? ns : 0, k, &o);
+        if (rc == NF_OK) rc = nf_figure_save_png(fig, a->out);
+        nf_figure_free(fig);
+    }
+    free(da);
+    free(sb);
+    return rc;
+}
+
+int nf_cmd_plot(int argc, char **argv)
+{
+    plot_args a;
+    int urc = parse(argc, argv, &a);
+    if (urc) return urc;
+    int rc = app_check_output(a.out);
+    if (rc == NF_OK && a.history) {
+        rc = plot_history(&a);
+        if (rc != NF_OK) return cli_fail("plot");
+        fprintf(stderr, "nf plot: wrote %s\n", a.out);
+        return 0;
+    }
+    nf_flow *flow = NULL;
+    app_data d = {0};
+    nf_real *smp = NULL;
+    double *dd = NULL, *sd = NULL;
+    nf_rng *rng = NULL;
+    if (rc == NF_OK) rc = nf_model_load(a.model, &flow, NULL);
+    if (rc == NF_OK && flow->ctx_dim > 0)
+        rc = nf_error(NF_EINVAL, "%s is conditional; plotting conditional models is not supported yet", a.model);
+    if (rc == NF_OK && a.data) rc = app_data_load(a.data, a.dataset, (size_t)flow->dim, 0, 0, &d);
+    if (rc == NF_OK) {
+        smp = malloc((size_t)a.samples * flow->dim * sizeof(nf_real));
+        rng = nf_rng_alloc((uint64_t)a.seed, 0x706c6f74);
+        rc = smp && rng ? NF_OK : nf_error(NF_ENOMEM, "out of memory for %ld samples", a.samples);
+    }
+    for (long at = 0; rc == NF_OK && at < a.samples; at += 4096) {
+        int b = (int)(a.samples - at < 4096 ? a.samples - at : 4096);
+        rc = nf_flow_sample(flow, smp + (size_t)at * flow->dim, NULL, NULL, b, rng);
+    }
+    if (rc == NF_OK) {
+        dd = d.n ? to_double(d.x, d.n * d.d) : NULL;
+        sd = to_double(smp, (size_t)a.samples * flow->dim);
+        if ((d.n && !dd) || !sd) rc = nf_error(NF_ENOMEM, "out of memory");
+    }
+    if (rc == NF_OK) {
+        if (flow->dim == 2) rc = plot_2d(&a, flow, dd, d.n, sd, (size_t)a.samples);
+        else if (flow->dim == 1) rc = nf_error(NF_EINVAL, "%s is 1-D; nf plot draws models of 2 or more dimensions", a.model);
+        else rc = plot_pairs(&a, flow->dim, dd, d.n, sd, (size_t)a.samples);
+    }
+    free(smp);
+    free(dd);
+    free(sd);
+    nf_rng_free(rng);
+    app_data_free(&d);
+    nf_flow_free(flow);
+    if (rc != NF_OK) return cli_fail("plot");
+    fprintf(stderr, "nf plot: wrote %s\n", a.out);
+    return 0;
+}
