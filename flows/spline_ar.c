@@ -53,11 +53,14 @@ static int spline_ar_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
     spline_ar_state *st = nf_calloc(1, sizeof *st, "spline-ar state");
     if (!st) return NF_ENOMEM;
     int rc = nf_rqspline_init(&st->spline, bins, tail);
-    if (rc == NF_OK)
-        rc = nf_ar_create(&st->ar, b, opts, rng, &spline_elem, &st->spline, nf_rqspline_nparams(&st->spline));
     if (rc != NF_OK) {
         free(st);
         return nf_error_context(rc, "%s (%s)", b->type->name, b->name);
+    }
+    rc = nf_ar_create(&st->ar, b, opts, rng, &spline_elem, &st->spline, nf_rqspline_nparams(&st->spline));
+    if (rc != NF_OK) {
+        free(st);
+        return rc;
     }
     b->state = st;
     return NF_OK;
