@@ -77,6 +77,13 @@ static int parse(const char *cmd, const char *help, int argc, char **argv, eval_
     return 0;
 }
 
+/* ", "key": value" with JSON's null for what printf would write as nan or inf (not valid JSON). */
+static void json_num(const char *key, double v)
+{
+    if (isfinite(v)) printf(", \"%s\": %.9g", key, v);
+    else printf(", \"%s\": null", key);
+}
+
 /* Load model and data and compute every log-density. */
 static int compute(const eval_args *a, nf_flow **flow, app_data *d, nf_real **logp, double *mean, double *se)
 {
@@ -117,9 +124,14 @@ int nf_cmd_eval(int argc, char **argv)
             gap_se = sqrt(var > 0 ? var / d.n : 0);
         }
         if (a.json) {
-            printf("{\"n\": %zu, \"dim\": %zu, \"mean_log_prob\": %.9g, \"stderr\": %.9g, \"bits_per_dim\": %.9g", d.n,
-                   d.d, mean, se, bpd);
-            if (d.logp_true) printf(", \"true_mean_log_prob\": %.9g, \"kl_gap\": %.9g", true_mean, gap);
+            printf("{\"n\": %zu, \"dim\": %zu", d.n, d.d);
+            json_num("mean_log_prob", mean);
+            json_num("stderr", se);
+            json_num("bits_per_dim", bpd);
+            if (d.logp_true) {
+                json_num("true_mean_log_prob", true_mean);
+                json_num("kl_gap", gap);
+            }
             printf("}\n");
         } else {
             printf("data            %s (%zu samples, dimension %zu)\n", a.data, d.n, d.d);
@@ -159,10 +171,11 @@ int nf_cmd_logprob(int argc, char **argv)
     } else if (f) {
         nf_h5_abort(f);
     }
+    size_t n = d.n;
     free(logp);
     app_data_free(&d);
     nf_flow_free(flow);
     if (rc != NF_OK) return cli_fail("logprob");
-    fprintf(stderr, "nf logprob: wrote %zu log-densities (mean %.4f nats) to %s\n", d.n ? d.n : 0, mean, a.out);
+    fprintf(stderr, "nf logprob: wrote %zu log-densities (mean %.4f nats) to %s\n", n, mean, a.out);
     return 0;
 }

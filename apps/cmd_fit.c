@@ -5,6 +5,9 @@
  * checkpoint, so killing the process at any moment leaves the previous good file.  SIGINT/SIGTERM
  * stop after the current step and write a final checkpoint that --resume continues from.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -113,6 +116,28 @@ static void progress(void *user, const nf_train_progress *p)
                 p->steps_per_sec, eta);
     }
     fflush(stderr);
+}
+
+/* A run killed (SIGKILL, power loss) while writing a checkpoint leaves "<out>.tmp.<pid>" next to the
+ * intact model file.  Remove those of processes that no longer exist; a live writer's file stays. */
+static void remove_stale_temporaries(const char *out)
+{
+    char *d = strdup(out), *b = strdup(out);
+    const char *dir = d ? dirname(d) : NULL, *base = b ? basename(b) : NULL;
+    DIR *dp = dir && base ? opendir(dir) : NULL;
+    size_t bl = base ? strlen(base) : 0;
+    struct dirent *e;
+    while (dp && (e = readdir(dp))) {
+        if (strncmp(e->d_name, base, bl) != 0 || strncmp(e->d_name + bl, ".tmp.", 5) != 0) continue;
+        char *end;
+        long pid = strtol(e->d_name + bl + 5, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path) remove(path);
+    }
+    if (dp) closedir(dp);
+    free(d);
+    free(b);
 }
 
 static int checkpoint(void *user, nf_trainer *t)
@@ -385,6 +410,7 @@ int nf_cmd_fit(int argc, char **argv)
         fprintf(stderr, "nf fit: %zu training and %zu validation samples of dimension %zu; %zu parameters\n", train.n,
                 val.n, train.d, flow->P->n);
     }
+    remove_stale_temporaries(ctx.out);
     ctx.quiet = a.quiet;
     ctx.tty = isatty(2);
     ctx.last_print = -1e9;

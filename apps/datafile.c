@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/h5.h"
@@ -65,6 +66,9 @@ done:
 int app_check_output(const char *path)
 {
     if (!path || !path[0]) return nf_error(NF_EINVAL, "no output file given (expected -o FILE)");
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return nf_error(NF_EIO, "%s: is a directory (expected the name of the output file)", path);
     char *copy = strdup(path);
     if (!copy) return nf_error(NF_ENOMEM, "out of memory");
     const char *dir = dirname(copy);

@@ -42,34 +42,34 @@ static const bench_config BENCH_CONFIGS[] = {
 
 #define BENCH_DATA_ROWS 16384
 
-static const bench_config *bench_find(const char *name)
+static inline const bench_config *bench_find(const char *name)
 {
     for (size_t i = 0; i < sizeof BENCH_CONFIGS / sizeof BENCH_CONFIGS[0]; i++)
         if (!strcmp(BENCH_CONFIGS[i].name, name)) return &BENCH_CONFIGS[i];
     return NULL;
 }
 
-static double bench_now(void)
+static inline double bench_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static void bench_die(const char *what)
+static inline void bench_die(const char *what)
 {
     fprintf(stderr, "bench: %s: %s\n", what, nf_strerror_last());
     exit(1);
 }
 
-static void bench_threads(int t)
+static inline void bench_threads(int t)
 {
     omp_set_num_threads(t);
     nf_blas_set_threads(t);
 }
 
 /* The config's spec (nf_preset_expand) into spec[size]. */
-static void bench_spec(const bench_config *c, char *spec, size_t size)
+static inline void bench_spec(const bench_config *c, char *spec, size_t size)
 {
     nf_preset_knobs k = {.layers = c->layers, .hidden = c->hidden, .blocks = c->blocks, .bins = c->bins,
                          .tail = c->tail, .activation = NULL};
@@ -77,7 +77,7 @@ static void bench_spec(const bench_config *c, char *spec, size_t size)
 }
 
 /* Standardised Gaussian-mixture rows (n, D) in nf_real; caller frees. */
-static nf_real *bench_data(int D, size_t n, uint64_t seed)
+static inline nf_real *bench_data(int D, size_t n, uint64_t seed)
 {
     nf_dataset_opts o;
     nf_dataset_opts_default(&o);
@@ -110,7 +110,7 @@ typedef struct bench_trainer {
     double nll;
 } bench_trainer;
 
-static void bench_trainer_init(bench_trainer *t, nf_flow *f, const nf_real *data, size_t rows, int batch)
+static inline void bench_trainer_init(bench_trainer *t, nf_flow *f, const nf_real *data, size_t rows, int batch)
 {
     memset(t, 0, sizeof *t);
     t->flow = f;
@@ -122,7 +122,7 @@ static void bench_trainer_init(bench_trainer *t, nf_flow *f, const nf_real *data
     nf_flow_set_training(f, 1);
 }
 
-static void bench_step(bench_trainer *t)
+static inline void bench_step(bench_trainer *t)
 {
     if (t->at + (size_t)t->batch > t->rows) t->at = 0;
     nf_params_zero_grad(t->flow->P);
@@ -134,7 +134,7 @@ static void bench_step(bench_trainer *t)
 
 /* Matrix-product FLOPs of one step computed densely: forward 1, backward 2 products per linear
  * weight (every "*.weight" slice of the store, masked zeros included). */
-static double bench_dense_flops(const nf_flow *f, int batch)
+static inline double bench_dense_flops(const nf_flow *f, int batch)
 {
     double w = 0;
     for (size_t i = 0; i < f->P->nslices; i++) {
@@ -145,14 +145,14 @@ static double bench_dense_flops(const nf_flow *f, int batch)
     return 6.0 * batch * w;
 }
 
-static int bench_count_type(const nf_flow *f, const char *type)
+static inline int bench_count_type(const nf_flow *f, const char *type)
 {
     int k = 0;
     for (int i = 0; i < f->nb; i++) k += !strcmp(f->b[i].type->name, type);
     return k;
 }
 
-static int bench_int_arg(int argc, char **argv, const char *flag, int def)
+static inline int bench_int_arg(int argc, char **argv, const char *flag, int def)
 {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], flag)) return atoi(argv[i + 1]);

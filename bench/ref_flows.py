@@ -8,8 +8,8 @@ sides do the same arithmetic:
               ascending (nn/made.c); masks m_k >= deg_i (input), m_k' >= m_k (hidden),
               deg_i > m_h (output); output column i*P + k is parameter k of dimension i; masked
               products as nflows does them, F.linear(x, W * mask, b); output layer zero-initialised.
-  MAF         per dimension (mu, r) from the MADE:  z = (x - mu) * exp(-s), s = 3 tanh(r / 3)
-              (flows/maf.c); sampling inverts dimension by dimension, D network passes.
+  MAF         per dimension (t, a) from the MADE:  z = x exp(s) + t, s = 3 tanh(a / 3) (flows/maf.c);
+              sampling inverts dimension by dimension in the MADE order, D network passes.
   affine      RealNVP coupling (flows/affine_coupling.c): conditioner on x_c, columns (t, r) per
               transformed dimension, y_t = x_t exp(s) + t, s = clamp tanh(r / clamp), clamp = 3.
   spline      rational-quadratic spline coupling (flows/spline_coupling.c, flows/rqspline.c): residual
@@ -88,7 +88,7 @@ def soft_clamp(r, clamp=3.0):
 
 
 class MAF(nn.Module):
-    """Affine MADE layer.  Density direction z = (x - mu) exp(-s); sampling x = z exp(s) + mu."""
+    """Affine MADE layer.  Density direction z = x exp(s) + t; sampling x = (z - t) exp(-s)."""
 
     def __init__(self, D, hidden, layers, order):
         super().__init__()
@@ -100,14 +100,14 @@ class MAF(nn.Module):
         return h[..., 0], soft_clamp(h[..., 1])
 
     def forward(self, x):
-        mu, s = self.params(x)
-        return (x - mu) * torch.exp(-s), -s.sum(1)
+        t, s = self.params(x)
+        return x * torch.exp(s) + t, s.sum(1)
 
     def inverse(self, z):
         x = torch.zeros_like(z)
         for i in self.order.tolist():  # D sequential passes
-            mu, s = self.params(x)
-            x[:, i] = z[:, i] * torch.exp(s[:, i]) + mu[:, i]
+            t, s = self.params(x)
+            x[:, i] = (z[:, i] - t[:, i]) * torch.exp(-s[:, i])
         return x
 
 
@@ -277,16 +277,20 @@ class LULinear(nn.Module):
         self.register_buffer("perm", torch.argmax(Pm, dim=1))  # (Pm A)_i = A_{perm_i}
         du = torch.diagonal(U)
         self.register_buffer("sign", torch.sign(du).float())
-        self.lower = nn.Parameter(L.float())
-        self.upper = nn.Parameter(U.float())
+        self.register_buffer("il", torch.tril_indices(D, D, -1))
+        self.register_buffer("iu", torch.triu_indices(D, D, 1))
+        # the strict triangles as vectors, row by row (nflows' LULinear, nf's "lower"/"upper")
+        self.lower = nn.Parameter(L[self.il[0], self.il[1]].float())
+        self.upper = nn.Parameter(U[self.iu[0], self.iu[1]].float())
         self.log_s = nn.Parameter(torch.log(du.abs()).float())
         self.bias = nn.Parameter(torch.zeros(D))
         self.register_buffer("eye", torch.eye(D))
 
     def factors(self):
-        L = torch.tril(self.lower, -1) + self.eye
-        U = torch.triu(self.upper, 1) + torch.diag(self.sign * torch.exp(self.log_s))
-        return L, U
+        D = self.eye.shape[0]
+        L = self.lower.new_zeros(D, D).index_put((self.il[0], self.il[1]), self.lower) + self.eye
+        U = self.upper.new_zeros(D, D).index_put((self.iu[0], self.iu[1]), self.upper)
+        return L, U + torch.diag(self.sign * torch.exp(self.log_s))
 
     def forward(self, x):
         L, U = self.factors()

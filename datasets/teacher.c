@@ -4,8 +4,9 @@
  * its samples can be scored against the true log-density.  From (flow, dim, model_seed):
  *   spec  = nf_preset_expand(flow, {layers 4, hidden 16, blocks 2})  (or flow itself if it is a spec)
  *   flow  = nf_flow_create(spec, D, 0, model_seed), evaluation mode
- *   theta = theta_init + 0.3 * N(0, I)      (seeded by model_seed; presets start near the
- *                                            identity, the perturbation bends every layer)
+ *   theta = theta_init + 0.15 * N(0, I)      (seeded by model_seed; presets start near the
+ *                                            identity, the perturbation bends every layer; masked
+ *                                            weights stay zero, see perturb())
  * Samples and their exact log-densities come from nf_flow_sample (latent to data, with the
  * log-determinant of the inverse pass), in batches of 4096, converted to double; log_prob uses
  * nf_flow_log_prob.  In the float build the log-densities carry float rounding (about 1e-6).
@@ -17,7 +18,7 @@
 #include "flows/flow.h"
 
 #define TEACHER_BATCH 4096
-#define TEACHER_PERTURB 0.3
+#define TEACHER_PERTURB 0.15
 
 typedef struct teacher_state {
     nf_flow *flow;
@@ -33,6 +34,38 @@ static void teacher_destroy(nf_dataset *ds)
     free(s->lb);
     free(s);
     ds->state = NULL;
+}
+
+/* Add TEACHER_PERTURB * N(0, 1) to every parameter that can move.  Entries that must stay zero
+ * (MADE's masked weights) get no gradient, so we perturb, in rounds, only entries whose gradient on
+ * a random probe (x ~ N(0, 1.5^2 I), dL/dlogp ~ N(0, 1)) is nonzero: the first round reaches the
+ * output layers that start at zero, the next ones the layers behind them.  Each entry moves once.
+ * xb, lb: scratch of TEACHER_BATCH rows. */
+static int perturb(nf_flow *f, uint64_t seed, nf_real *xb, nf_real *lb)
+{
+    enum { PROBE = 256, ROUNDS = 4 };
+    nf_params *P = f->P;
+    unsigned char *moved = nf_calloc(P->n, 1, "teacher perturbation flags");
+    nf_real *dl = nf_calloc(PROBE, sizeof *dl, "teacher probe");
+    nf_rng *r = nf_rng_alloc(seed, 0x7eac);
+    int rc = moved && dl && r ? NF_OK : NF_ENOMEM;
+    for (int round = 0; round < ROUNDS && rc == NF_OK; round++) {
+        for (int i = 0; i < PROBE * f->dim; i++) xb[i] = (nf_real)(1.5 * nf_rng_normal(r));
+        for (int i = 0; i < PROBE; i++) dl[i] = (nf_real)nf_rng_normal(r);
+        nf_params_zero_grad(P);
+        rc = nf_flow_log_prob(f, lb, xb, NULL, PROBE);
+        if (rc == NF_OK) rc = nf_flow_backward(f, dl, NULL, NULL);
+        for (size_t i = 0; i < P->n && rc == NF_OK; i++)
+            if (!moved[i] && P->grad[i] != 0) {
+                P->value[i] += (nf_real)(TEACHER_PERTURB * nf_rng_normal(r));
+                moved[i] = 1;
+            }
+    }
+    nf_params_zero_grad(P);
+    free(moved);
+    free(dl);
+    nf_rng_free(r);
+    return rc;
 }
 
 static int teacher_create(nf_dataset *ds)
@@ -52,14 +85,10 @@ static int teacher_create(nf_dataset *ds)
     int rc = nf_flow_create(&s->flow, spec, ds->dim, 0, ds->opts.model_seed);
     if (rc != NF_OK) return nf_error_context(rc, "teacher flow '%s' in %d dimensions", name, ds->dim);
     nf_flow_set_training(s->flow, 0);
-    nf_rng *r = nf_rng_alloc(ds->opts.model_seed, 0x7eac);
-    if (!r) return NF_ENOMEM;
-    nf_params *P = s->flow->P;
-    for (size_t i = 0; i < P->n; i++) P->value[i] += (nf_real)(TEACHER_PERTURB * nf_rng_normal(r));
-    nf_rng_free(r);
     s->xb = nf_calloc((size_t)TEACHER_BATCH * ds->dim, sizeof *s->xb, "teacher batch");
     s->lb = nf_calloc(TEACHER_BATCH, sizeof *s->lb, "teacher batch");
-    return s->xb && s->lb ? NF_OK : NF_ENOMEM;
+    if (!s->xb || !s->lb) return NF_ENOMEM;
+    return perturb(s->flow, ds->opts.model_seed, s->xb, s->lb);
 }
 
 static int teacher_sample(nf_dataset *ds, nf_rng *rng, size_t n, double *x, double *logp)

@@ -20,6 +20,7 @@ int nf_ar_create(nf_ar *ar, nf_bijector *b, nf_opts *opts, nf_rng *rng, const nf
     NF_TRY(nf_opts_int(opts, "layers", 2, 0, 256, &mc.layers));
     NF_TRY(nf_opts_int(opts, "residual", 0, 0, 1, &mc.residual));
     NF_TRY(nf_opts_int(opts, "weight_norm", 0, 0, 1, &mc.weight_norm));
+    NF_TRY(nf_opts_int(opts, "zero_init", 1, 0, 1, &mc.zero_init_output));
     NF_TRY(nf_opts_choice(opts, "order", NF_ORDER_CHOICES, NF_ORDER_NATURAL, &mc.order));
     NF_TRY(nf_opts_string(opts, "activation", "relu", &act));
     if (nf_activation_parse(act, &mc.act) != NF_OK)
@@ -38,7 +39,6 @@ int nf_ar_create(nf_ar *ar, nf_bijector *b, nf_opts *opts, nf_rng *rng, const nf
     mc.out = ar->D * per_dim;
     mc.made = 1;
     mc.out_per_input = per_dim;
-    mc.zero_init_output = 1;
     char name[96];
     snprintf(name, sizeof name, "%s.made", b->name);
     int rc = nf_mlp_create(&ar->made, &mc, b->P, name, rng);

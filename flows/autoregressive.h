@@ -57,11 +57,13 @@ typedef struct nf_ar {
 
 /* Options every autoregressive type reads, for the types' options_help lines. */
 #define NF_AR_OPTIONS_HELP \
-    "hidden=64 layers=2 residual=0|1 order=natural|reversed|random activation=relu weight_norm=0|1"
+    "hidden=64 layers=2 residual=0|1 order=natural|reversed|random activation=relu weight_norm=0|1 zero_init=1|0"
 
-/* Read the shared options, build the MADE "<b->name>.made" with per_dim outputs per dimension
- * (output layer zero-initialised: theta = 0 at the start, which both transforms map to the identity).
- * On failure nothing is left allocated. */
+/* Read the shared options, build the MADE "<b->name>.made" with per_dim outputs per dimension.
+ * zero_init=1 (default) zero-initialises its output layer: theta = 0 at the start, which both
+ * transforms map to the identity; zero_init=0 keeps the random (torch.nn.Linear) initialisation, an
+ * untrained MADE (the MADE's masked weights stay zero either way).  On failure nothing is left
+ * allocated. */
 int nf_ar_create(nf_ar *ar, nf_bijector *b, nf_opts *opts, nf_rng *rng, const nf_ar_elem *elem, const void *cfg,
                  int per_dim);
 void nf_ar_free(nf_ar *ar);

@@ -39,6 +39,7 @@ void nf_layernorm_forward(const nf_layernorm *L, const nf_params *P, nf_real *y,
         for (int i = 0; i < C; i++) ss += (xr[i] - mean) * (xr[i] - mean);
         const double rstd = 1.0 / sqrt(ss / C + LN_EPS);
         const nf_real mu = (nf_real)mean, rs = (nf_real)rstd;
+#pragma omp simd
         for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * rs * gamma[i] + beta[i];
         cache[2 * r] = mu;
         cache[2 * r + 1] = rs;
@@ -66,6 +67,7 @@ void nf_layernorm_backward(const nf_layernorm *L, nf_params *P, nf_real *dx, con
                 sgx += g * (xr[i] - mu) * rs;
             }
             const nf_real mg = (nf_real)(sg / C), mgx = (nf_real)(sgx / C);
+#pragma omp simd
             for (int i = 0; i < C; i++) {
                 nf_real xhat = (xr[i] - mu) * rs;
                 dxr[i] += rs * (dyr[i] * gamma[i] - mg - xhat * mgx);
@@ -76,6 +78,7 @@ void nf_layernorm_backward(const nf_layernorm *L, nf_params *P, nf_real *dx, con
     for (int r = 0; r < n; r++) {
         const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
         const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
+#pragma omp simd
         for (int i = 0; i < C; i++) {
             dgamma[i] += dyr[i] * (xr[i] - mu) * rs;
             dbeta[i] += dyr[i];

@@ -115,10 +115,12 @@ void nf_linear_forward_cat(const nf_linear *L, const nf_params *P, nf_real *ws, 
     }
     for (int r = 0; r < n; r++) {
         nf_real *yr = y + (size_t)r * out;
-        if (accumulate)
+        if (accumulate) {
+#pragma omp simd
             for (int j = 0; j < out; j++) yr[j] += b[j];
-        else
+        } else {
             memcpy(yr, b, (size_t)out * sizeof *yr);
+        }
     }
     if (nx > 0) nf_gemm(0, 1, n, out, nx, 1, x, nx, W, in, 1, y, out);
     if (nc > 0) nf_gemm(0, 1, n, out, nc, 1, c, nc, W + nx, in, 1, y, out);
@@ -147,6 +149,7 @@ void nf_linear_backward_cat(const nf_linear *L, nf_params *P, nf_real *ws, nf_re
 
     for (int r = 0; r < n; r++) {
         const nf_real *dyr = dy + (size_t)r * out;
+#pragma omp simd
         for (int j = 0; j < out; j++) gb[j] += dyr[j];
     }
 
@@ -162,6 +165,7 @@ void nf_linear_backward_cat(const nf_linear *L, nf_params *P, nf_real *ws, nf_re
         for (size_t k = 0; k < oi; k++)
             if (!L->mask[k]) dW[k] = 0;
     if (!L->weight_norm) {
+#pragma omp simd
         for (size_t k = 0; k < oi; k++) gW[k] += dW[k];
         return;
     }
@@ -174,6 +178,7 @@ void nf_linear_backward_cat(const nf_linear *L, nf_params *P, nf_real *ws, nf_re
         for (int i = 0; i < in; i++) s += (double)d[i] * v[i];
         nf_real sj = (nf_real)s * inv[j], cj = g[j] * inv[j], t = sj * inv[j];
         gg[j] += sj;
+#pragma omp simd
         for (int i = 0; i < in; i++) gv[i] += cj * (d[i] - t * v[i]);
     }
 }

@@ -164,8 +164,8 @@ void nf_panel_set_ylabel(nf_panel *p, const char *label) { if (p) set_text(p->yl
  * Going down from the most ticks the helper allows, the target yields ever larger steps; the first
  * whose spacing is at least 50 pixels and the widest label plus 14 (x), or 38 pixels (y), wins,
  * unless it leaves a single tick; then the largest smaller step that gives two or more ticks with
- * labels that do not touch (x: a 10-pixel gap; y: 2.2 digit heights) wins.  *label_w receives the widest
- * label of the chosen ticks. */
+ * labels that do not touch (x: a 10-pixel gap; y: 2.2 digit heights) wins.  *label_w receives the
+ * widest label of the chosen ticks. */
 void nf_plot_axis_ticks(cairo_t *cr, nf_ticks *t, double lo, double hi, double length, int horizontal,
                         double *label_w)
 {

@@ -149,7 +149,8 @@ int nf_plot_hist2d_counts(double *counts, int nx, int ny, double x0, double x1, 
 {
     if (!counts || ((!x || !y) && n > 0)) return nf_error(NF_EINVAL, "2-D histogram: an array is NULL");
     if (nx < 1 || ny < 1) return nf_error(NF_EINVAL, "2-D histogram: %d x %d bins, expected at least 1 x 1", nx, ny);
-    if (!(isfinite(x0) && isfinite(x1) && x0 < x1 && isfinite(y0) && isfinite(y1) && y0 < y1))
+    if (!(isfinite(x0) && isfinite(x1) && x0 < x1 && isfinite(x1 - x0) && isfinite(y0) && isfinite(y1) && y0 < y1 &&
+          isfinite(y1 - y0)))
         return nf_error(NF_EINVAL, "2-D histogram: range [%g, %g] x [%g, %g], expected finite lo < hi", x0, x1,
                         y0, y1);
     for (size_t k = 0; k < (size_t)nx * ny; k++) counts[k] = 0.0;

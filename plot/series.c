@@ -95,7 +95,7 @@ int nf_panel_bars(nf_panel *p, const double *h, int nbins, double lo, double hi,
 {
     if (!h) return nf_error(NF_EINVAL, "bars: heights are NULL");
     if (nbins < 1) return nf_error(NF_EINVAL, "bars: %d bins, expected at least 1", nbins);
-    if (!(isfinite(lo) && isfinite(hi) && lo < hi))
+    if (!(isfinite(lo) && isfinite(hi) && lo < hi && isfinite(hi - lo)))
         return nf_error(NF_EINVAL, "bars: range [%g, %g], expected finite lo < hi", lo, hi);
     if (style != NF_BARS_FILLED && style != NF_BARS_STEP)
         return nf_error(NF_EINVAL, "bars: style %d, expected NF_BARS_FILLED or NF_BARS_STEP", style);
@@ -109,13 +109,14 @@ int nf_panel_bars(nf_panel *p, const double *h, int nbins, double lo, double hi,
     cairo_new_path(cr);
     double u0, v0;
     nf_panel_to_pixel(p, lo, 0.0, &u0, &v0);
-    v0 = limit(v0, py - span, py + ph + span);
+    u0 = limit(u0, px - span, px + pw + span), v0 = limit(v0, py - span, py + ph + span);
     if (style == NF_BARS_FILLED) {
         for (int b = 0; b < nbins; b++) {
             if (!isfinite(h[b])) continue;
             double ua, ub, v;
             nf_panel_to_pixel(p, lo + b * width, h[b], &ua, &v);
             nf_panel_to_pixel(p, lo + (b + 1) * width, h[b], &ub, &v);
+            ua = limit(ua, px - span, px + pw + span), ub = limit(ub, px - span, px + pw + span);
             v = limit(v, py - span, py + ph + span);
             cairo_rectangle(cr, ua, v, ub - ua, v0 - v);
         }
@@ -132,13 +133,14 @@ int nf_panel_bars(nf_panel *p, const double *h, int nbins, double lo, double hi,
             double hb = isfinite(h[b]) ? h[b] : 0.0;
             nf_panel_to_pixel(p, lo + b * width, hb, &ua, &v);
             nf_panel_to_pixel(p, lo + (b + 1) * width, hb, &ub, &v);
+            ua = limit(ua, px - span, px + pw + span), ub = limit(ub, px - span, px + pw + span);
             v = limit(v, py - span, py + ph + span);
             cairo_line_to(cr, ua, v);
             cairo_line_to(cr, ub, v);
         }
         double u1, v1;
         nf_panel_to_pixel(p, hi, 0.0, &u1, &v1);
-        cairo_line_to(cr, u1, v0);
+        cairo_line_to(cr, limit(u1, px - span, px + pw + span), v0);
         nf_plot_set_rgba(cr, colour);
         cairo_set_line_width(cr, 1.8);
         cairo_set_line_join(cr, CAIRO_LINE_JOIN_MITER);
@@ -154,7 +156,7 @@ int nf_plot_hist_density(double *dens, int nbins, double lo, double hi, const do
 {
     if (!dens || (!x && n > 0)) return nf_error(NF_EINVAL, "histogram: an array is NULL");
     if (nbins < 1) return nf_error(NF_EINVAL, "histogram: %d bins, expected at least 1", nbins);
-    if (!(isfinite(lo) && isfinite(hi) && lo < hi))
+    if (!(isfinite(lo) && isfinite(hi) && lo < hi && isfinite(hi - lo)))
         return nf_error(NF_EINVAL, "histogram: range [%g, %g], expected finite lo < hi", lo, hi);
     for (int b = 0; b < nbins; b++) dens[b] = 0.0;
     size_t finite = 0;

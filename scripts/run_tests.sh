@@ -3,6 +3,8 @@
 # Usage: NF_BUILD=build/float run_tests.sh SUITE... -- EXAMPLE...
 set -u
 : "${CK_DEFAULT_TIMEOUT:=120}"; export CK_DEFAULT_TIMEOUT
+# fontconfig (under cairo's text) keeps part of its configuration for the life of the process
+export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 fail=0; passed=0; failed=0
 mode=suite
 for t in "$@"; do

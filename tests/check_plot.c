@@ -89,7 +89,8 @@ static int channel_diff(unsigned a, unsigned b)
 
 static unsigned rgb_hex(const double rgb[3])
 {
-    return (unsigned)lround(rgb[0] * 255) << 16 | (unsigned)lround(rgb[1] * 255) << 8 | (unsigned)lround(rgb[2] * 255);
+    return (unsigned)lround(rgb[0] * 255) << 16 | (unsigned)lround(rgb[1] * 255) << 8 |
+           (unsigned)lround(rgb[2] * 255);
 }
 
 /* Points from two Gaussian blobs, seeded. */
@@ -480,7 +481,8 @@ START_TEST(test_line_plot)
     ck_assert_int_gt(count_colour(fig, p, 0x2ca02c), 20);
     ck_assert_int_eq(nf_panel_legend(p, 17), NF_EINVAL);
     /* the legend holds NF_LEGEND_MAX entries */
-    for (int i = 2; i < NF_LEGEND_MAX; i++) ck_assert_int_eq(nf_panel_legend_add(p, NF_LEGEND_LINE, nf_plot_color(i), "more"), NF_OK);
+    for (int i = 2; i < NF_LEGEND_MAX; i++)
+        ck_assert_int_eq(nf_panel_legend_add(p, NF_LEGEND_LINE, nf_plot_color(i), "more"), NF_OK);
     ck_assert_int_eq(nf_panel_legend_add(p, NF_LEGEND_LINE, nf_plot_color(9), "too many"), NF_EINVAL);
     nf_figure_free(fig);
 }
@@ -612,6 +614,11 @@ const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)
 {
     return "leak:libfontconfig.so\n";
+}
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void)
+{
+    return "print_suppressions=0";
 }
 
 static Suite *plot_suite(void)

@@ -1,0 +1,427 @@
+/* tests/check_bij_autoregressive.c - maf, iaf, spline-ar, spline-iaf and spline-coupling, and the
+ * Jacobi / sequential solver of flows/jacobi.c.
+ *
+ * The table runs the shared checks (round trip with a far-tail row, brute-force Jacobian
+ * log-determinant, finite-difference gradients through forward and inverse) on every type with and
+ * without context, several MADE orders, residual on and off, 4 and 8 bins, D from 1 to 8.  Then:
+ * Jacobi against sequential inversion on a 43-D maf (random and contracting MADE), AUTO falling back
+ * to sequential when the sweep cap is too small, gradients after a Jacobi slow pass, the solver on a
+ * linear recursion with a known solution, identity at initialisation, and error paths.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "flows/jacobi.h"
+#include "tests/testutil.h"
+
+#ifdef NF_DOUBLE
+#define TOL_AGREE 1e-5
+#define TOL_EXACT 1e-12
+#else
+#define TOL_AGREE 2e-3
+#define TOL_EXACT 1e-5
+#endif
+
+/* The MADE types start from a random (untrained) MADE, zero_init=0, with the harness's parameter
+ * noise off (skip_param_randomize = 1): that noise would also hit the MADE's masked weights, which
+ * are kept at zero by masking their gradients, and break the autoregressive structure. */
+static const nf_bij_case cases[] = {
+    /* maf: affine MADE, forward fast */
+    {"maf", "zero_init=0,hidden=16", 1, 0, 0, 0, 1, 0},
+    {"maf", "zero_init=0,hidden=16", 2, 0, 0, 0, 1, 0},
+    {"maf", "zero_init=0,hidden=16,layers=1", 3, 2, 0, 0, 1, 0},
+    {"maf", "zero_init=0,hidden=12,order=reversed,activation=tanh", 5, 0, 0, 0, 1, 0},
+    {"maf", "zero_init=0,hidden=16,order=random,residual=1,clamp=1.5", 6, 3, 0, 0, 1, 0},
+    {"maf", "zero_init=0,hidden=20,layers=0", 4, 1, 0, 0, 1, 0},
+    {"maf", "zero_init=0,hidden=16,order=random,activation=elu", 8, 0, 2.1, 0, 1, 0},
+    /* iaf: the same map, inverse fast */
+    {"iaf", "zero_init=0,hidden=16", 1, 2, 0, 0, 1, 0},
+    {"iaf", "zero_init=0,hidden=16", 3, 0, 0, 0, 1, 0},
+    {"iaf", "zero_init=0,hidden=16,order=reversed,residual=1", 5, 2, 0, 0, 1, 0},
+    {"iaf", "zero_init=0,hidden=16,order=random,activation=silu", 8, 1, 0, 0, 1, 0},
+    /* spline-ar */
+    {"spline-ar", "zero_init=0,hidden=16,bins=4", 1, 0, 0, 0, 1, 0},
+    {"spline-ar", "zero_init=0,hidden=16,bins=8", 2, 0, 0, 0, 1, 0},
+    {"spline-ar", "zero_init=0,hidden=16,bins=4,tail=2.5", 3, 2, 0, 0, 1, 0},
+    {"spline-ar", "zero_init=0,hidden=16,bins=8,order=reversed,residual=1", 4, 0, 0, 0, 1, 0},
+    {"spline-ar", "zero_init=0,hidden=16,bins=5,order=random,activation=tanh", 6, 3, 0, 0, 1, 0},
+    {"spline-ar", "zero_init=0,hidden=12,bins=8,order=random", 8, 0, 1.9, 0, 1, 0},
+    /* spline-iaf */
+    {"spline-iaf", "zero_init=0,hidden=16,bins=4", 1, 1, 0, 0, 1, 0},
+    {"spline-iaf", "zero_init=0,hidden=16,bins=8", 3, 0, 0, 0, 1, 0},
+    {"spline-iaf", "zero_init=0,hidden=16,bins=6,order=reversed,residual=1", 5, 2, 0, 0, 1, 0},
+    {"spline-iaf", "zero_init=0,hidden=12,bins=8,order=random,tail=4", 7, 0, 0, 0, 1, 0},
+    /* spline-coupling */
+    {"spline-coupling", "hidden=16,bins=4", 2, 0, 0, 0, 0, 0},
+    {"spline-coupling", "hidden=16,bins=8,mask=alt", 3, 2, 0, 0, 0, 0},
+    {"spline-coupling", "hidden=16,bins=8,flip=1,residual=0,layers=2", 5, 0, 0, 0, 0, 0},
+    {"spline-coupling", "hidden=16,bins=4,mask=alt,flip=1,activation=tanh", 6, 1, 0, 0, 0, 0},
+    {"spline-coupling", "hidden=16,bins=8,tail=2,layers=1", 8, 3, 1.7, 0, 0, 0},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+START_TEST(test_table)
+{
+    nf_check_bijector_all(&cases[_i]);
+}
+END_TEST
+
+/* A bijector with its stores and workspace for batches of up to n. */
+typedef struct tb {
+    nf_bijector b;
+    nf_params *P, *S;
+    nf_real *ws;
+    int n;
+} tb;
+
+static void tb_open(tb *t, const char *type, int D, int C, const char *opts, int n, double perturb, uint64_t seed)
+{
+    t->P = nf_params_alloc();
+    t->S = nf_params_alloc();
+    nf_rng *rng = nf_rng_alloc(seed, 0);
+    int rc = nf_bijector_create(&t->b, nf_bijector_type_find(type), D, C, "ar0", opts, t->P, t->S, rng);
+    ck_assert_msg(rc == NF_OK, "%s(%s): %s", type, opts, nf_strerror_last());
+    /* multiplicative noise keeps the MADE's masked (zero) weights at zero */
+    for (size_t i = 0; i < t->P->n; i++) t->P->value[i] *= (nf_real)(1 + perturb * nf_rng_normal(rng));
+    nf_rng_free(rng);
+    t->n = n;
+    t->ws = calloc(t->b.type->workspace(&t->b, n), sizeof(nf_real));
+}
+
+static void tb_close(tb *t)
+{
+    nf_bijector_destroy(&t->b);
+    nf_params_free(t->P);
+    nf_params_free(t->S);
+    free(t->ws);
+}
+
+static double max_abs_diff(const nf_real *a, const nf_real *b, size_t m)
+{
+    double d = 0;
+    for (size_t i = 0; i < m; i++) d = fmax(d, fabs((double)a[i] - (double)b[i]));
+    return d;
+}
+
+/* Slow direction of `type` by `method`; returns last_sweeps. */
+static int slow(tb *t, nf_invert_method method, nf_real *out, nf_real *ld, const nf_real *in, const nf_real *ctx,
+                int use_forward)
+{
+    t->b.invert_method = method;
+    memset(ld, 0, t->n * sizeof(nf_real));
+    int rc = use_forward ? t->b.type->forward(&t->b, out, ld, in, ctx, t->n, t->ws)
+                         : t->b.type->inverse(&t->b, out, ld, in, ctx, t->n, t->ws);
+    ck_assert_msg(rc == NF_OK, "%s slow direction (method %d): %s", t->b.type->name, (int)method, nf_strerror_last());
+    return t->b.last_sweeps;
+}
+
+/* Jacobi against sequential on a 43-D maf: perturb = spread of the random weights. */
+static void jacobi_vs_sequential(double perturb, double contract, int *sweeps_out)
+{
+    const int D = 43, n = 9;
+    tb t;
+    tb_open(&t, "maf", D, 0, "hidden=64,order=random,zero_init=0", n, perturb, 4321);
+    for (size_t i = 0; i < t.P->n; i++) t.P->value[i] *= (nf_real)contract;
+    nf_real *z = malloc((size_t)n * D * sizeof(nf_real)), *xs = malloc((size_t)n * D * sizeof(nf_real));
+    nf_real *xj = malloc((size_t)n * D * sizeof(nf_real)), lds[9], ldj[9];
+    nf_test_fill_normal(z, (size_t)n * D, 1.15, 99);
+    int seq = slow(&t, NF_INVERT_SEQUENTIAL, xs, lds, z, NULL, 0);
+    ck_assert_int_eq(seq, D);
+    int jac = slow(&t, NF_INVERT_JACOBI, xj, ldj, z, NULL, 0);
+    ck_assert_msg(jac > 0 && jac <= D, "Jacobi used %d sweeps for D = %d", jac, D);
+    double dx = max_abs_diff(xs, xj, (size_t)n * D), dl = max_abs_diff(lds, ldj, n);
+    ck_assert_msg(dx < TOL_AGREE && dl < 10 * TOL_AGREE, "Jacobi vs sequential: max |dx| = %g, max |dlogdet| = %g "
+                  "after %d sweeps", dx, dl, jac);
+    /* the solution really inverts the forward map */
+    nf_real *z2 = malloc((size_t)n * D * sizeof(nf_real)), ld2[9] = {0};
+    ck_assert_int_eq(t.b.type->forward(&t.b, z2, ld2, xj, NULL, n, t.ws), NF_OK);
+    ck_assert_msg(max_abs_diff(z2, z, (size_t)n * D) < TOL_AGREE, "forward(Jacobi inverse) differs from z by %g",
+                  max_abs_diff(z2, z, (size_t)n * D));
+    *sweeps_out = jac;
+    free(z); free(xs); free(xj); free(z2);
+    tb_close(&t);
+}
+
+START_TEST(test_jacobi_random_made)
+{
+    int sweeps;
+    jacobi_vs_sequential(0.3, 1.0, &sweeps);
+}
+END_TEST
+
+START_TEST(test_jacobi_contracting_made)
+{
+    int sweeps;
+    jacobi_vs_sequential(0.3, 0.05, &sweeps);
+    /* a contracting map converges long before the 43 passes sequential needs */
+    ck_assert_msg(sweeps < 20, "contracting MADE: Jacobi took %d sweeps", sweeps);
+}
+END_TEST
+
+/* AUTO with a cap too small to converge: still the sequential answer; JACOBI alone is not. */
+START_TEST(test_auto_falls_back)
+{
+    const int D = 43, n = 5;
+    tb t;
+    tb_open(&t, "maf", D, 2, "hidden=48,zero_init=0", n, 0.3, 777);
+    nf_real *z = malloc((size_t)n * D * sizeof(nf_real)), *xs = malloc((size_t)n * D * sizeof(nf_real));
+    nf_real *xa = malloc((size_t)n * D * sizeof(nf_real)), *xj = malloc((size_t)n * D * sizeof(nf_real));
+    nf_real ctx[10], lds[5], lda[5], ldj[5];
+    nf_test_fill_normal(z, (size_t)n * D, 1.2, 5);
+    nf_test_fill_normal(ctx, 10, 0.9, 6);
+    slow(&t, NF_INVERT_SEQUENTIAL, xs, lds, z, ctx, 0);
+    t.b.jacobi_max_sweeps = 2;
+    t.b.jacobi_tol = 1e-300;
+    int used = slow(&t, NF_INVERT_AUTO, xa, lda, z, ctx, 0);
+    ck_assert_msg(used == D, "AUTO with cap 2 used %d passes (2 Jacobi + %d sequential expected)", used, D - 2);
+    ck_assert_msg(max_abs_diff(xa, xs, (size_t)n * D) < TOL_EXACT, "AUTO fallback differs from sequential by %g",
+                  max_abs_diff(xa, xs, (size_t)n * D));
+    ck_assert(max_abs_diff(lda, lds, n) < 10 * TOL_EXACT);
+    used = slow(&t, NF_INVERT_JACOBI, xj, ldj, z, ctx, 0);
+    ck_assert_int_eq(used, 2);
+    ck_assert_msg(max_abs_diff(xj, xs, (size_t)n * D) > 1e-3, "two Jacobi sweeps should not have converged");
+    free(z); free(xs); free(xa); free(xj);
+    tb_close(&t);
+}
+END_TEST
+
+/* The slow direction of each autoregressive type by Jacobi equals the sequential one. */
+START_TEST(test_jacobi_all_types)
+{
+    const char *types[4] = {"maf", "iaf", "spline-ar", "spline-iaf"};
+    const int fwd_slow[4] = {0, 1, 0, 1};
+    for (int k = 0; k < 4; k++) {
+        const int D = 6, n = 7;
+        tb t;
+        tb_open(&t, types[k], D, 2, k < 2 ? "hidden=24,order=random,zero_init=0" : "hidden=24,order=random,bins=5,zero_init=0",
+                n, 0.25, 31 + k);
+        nf_real in[42], a[42], b[42], ctx[14], la[7], lb[7];
+        nf_test_fill_normal(in, 42, 1.4, 8 + k);
+        nf_test_fill_normal(ctx, 14, 0.7, 9);
+        slow(&t, NF_INVERT_SEQUENTIAL, a, la, in, ctx, fwd_slow[k]);
+        int used = slow(&t, NF_INVERT_JACOBI, b, lb, in, ctx, fwd_slow[k]);
+        ck_assert(used >= 1 && used <= D);
+        ck_assert_msg(max_abs_diff(a, b, 42) < TOL_AGREE && max_abs_diff(la, lb, 7) < 10 * TOL_AGREE,
+                      "%s: Jacobi vs sequential differ by %g", types[k], max_abs_diff(a, b, 42));
+        tb_close(&t);
+    }
+}
+END_TEST
+
+#ifdef NF_DOUBLE
+/* Gradients after a Jacobi slow pass equal those after a sequential one: backward reruns the
+ * conditioner at the solution, so what the solver left in the workspace does not matter. */
+START_TEST(test_backward_after_jacobi)
+{
+    const char *types[2] = {"maf", "spline-iaf"};
+    for (int k = 0; k < 2; k++) {
+        const int D = 7, n = 4, use_forward = k == 1;
+        tb t;
+        tb_open(&t, types[k], D, 2, k == 0 ? "hidden=16,zero_init=0" : "hidden=16,bins=6,zero_init=0", n, 0.3, 55 + k);
+        nf_real in[28], out[28], ld[4], ctx[8], w[28], u[4];
+        nf_test_fill_normal(in, 28, 1.2, 3);
+        nf_test_fill_normal(ctx, 8, 0.8, 4);
+        nf_test_fill_normal(w, 28, 0.7, 5);
+        nf_test_fill_normal(u, 4, 0.9, 6);
+        nf_real *g[2], dctx[2][8];
+        for (int m = 0; m < 2; m++) {
+            g[m] = calloc(28 + t.P->n, sizeof(nf_real));
+            memset(dctx[m], 0, sizeof dctx[m]);
+            slow(&t, m == 0 ? NF_INVERT_SEQUENTIAL : NF_INVERT_JACOBI, out, ld, in, ctx, use_forward);
+            nf_params_zero_grad(t.P);
+            int rc = use_forward ? t.b.type->backward(&t.b, g[m], dctx[m], w, u, in, out, ctx, n, t.ws)
+                                 : t.b.type->inverse_backward(&t.b, g[m], dctx[m], w, u, in, out, ctx, n, t.ws);
+            ck_assert_int_eq(rc, NF_OK);
+            memcpy(g[m] + 28, t.P->grad, t.P->n * sizeof(nf_real));
+        }
+        ck_assert_msg(max_abs_diff(g[0], g[1], 28 + t.P->n) < 1e-8, "%s: gradients after Jacobi differ by %g",
+                      types[k], max_abs_diff(g[0], g[1], 28 + t.P->n));
+        ck_assert(max_abs_diff(dctx[0], dctx[1], 8) < 1e-8);
+        double norm = 0;
+        for (size_t i = 0; i < 28 + t.P->n; i++) norm += fabs(g[0][i]);
+        ck_assert(norm > 1e-3);
+        free(g[0]); free(g[1]);
+        tb_close(&t);
+    }
+}
+END_TEST
+#endif
+
+/* The solver on x_i = y_i + a x_{i-1} (degree i+1): solution by recursion. */
+typedef struct lin_rec {
+    const nf_real *y;
+    int D;
+    double a;
+    int poison;    /* level-0 sweeps write inf into the last entry this many times */
+} lin_rec;
+
+static int lin_sweep(void *user, nf_real *x_new, const nf_real *x_old, int level)
+{
+    lin_rec *L = user;
+    for (int i = 0; i < L->D; i++) {
+        if (level != 0 && level != i + 1) continue;
+        nf_real prev = i ? x_old[i - 1] : 0;
+        x_new[i] = (nf_real)(L->y[i] + L->a * prev);
+    }
+    if (level == 0 && L->poison > 0) {
+        L->poison--;
+        x_new[L->D - 1] = (nf_real)INFINITY;
+    }
+    return NF_OK;
+}
+
+START_TEST(test_solver_linear_recursion)
+{
+    enum { D = 20 };
+    nf_real y[D], x[D], tmp[D], ref[D];
+    nf_test_fill_normal(y, D, 1.3, 12);
+    for (int i = 0; i < D; i++) ref[i] = (nf_real)(y[i] + 0.1 * (i ? ref[i - 1] : 0));
+    lin_rec L = {y, D, 0.1, 0};
+    nf_jacobi_config cfg = {NF_INVERT_SEQUENTIAL, 1e-9, D + 1, D};
+    nf_jacobi_result res;
+    ck_assert_int_eq(nf_jacobi_solve(&cfg, lin_sweep, &L, x, y, tmp, D, &res), NF_OK);
+    ck_assert_int_eq(res.sweeps, D);
+    ck_assert(max_abs_diff(x, ref, D) < TOL_EXACT);
+    /* Jacobi: the change shrinks like 0.1^t, so it stops well before D */
+    cfg.method = NF_INVERT_JACOBI;
+#ifndef NF_DOUBLE
+    cfg.tol = 1e-6;
+#endif
+    ck_assert_int_eq(nf_jacobi_solve(&cfg, lin_sweep, &L, x, y, tmp, D, &res), NF_OK);
+    ck_assert_msg(res.converged && res.sweeps > 3 && res.sweeps < 14, "Jacobi sweeps %d", res.sweeps);
+    ck_assert(res.last_change <= cfg.tol);
+    ck_assert(max_abs_diff(x, ref, D) < 1e-5);
+    /* a = 1.7 does not contract: Jacobi runs to depth and is exact there */
+    L.a = 1.7;
+    for (int i = 0; i < D; i++) ref[i] = (nf_real)(y[i] + 1.7 * (i ? ref[i - 1] : 0));
+    ck_assert_int_eq(nf_jacobi_solve(&cfg, lin_sweep, &L, x, y, tmp, D, &res), NF_OK);
+    ck_assert_int_eq(res.sweeps, D);
+    ck_assert(res.converged);
+    for (int i = 0; i < D; i++) ck_assert(fabs(x[i] - ref[i]) <= TOL_EXACT * (1 + fabs(ref[i])));
+    /* cap 3: JACOBI stops unconverged, AUTO finishes sequentially (3 + 17 passes) */
+    cfg.max_sweeps = 3;
+    ck_assert_int_eq(nf_jacobi_solve(&cfg, lin_sweep, &L, x, y, tmp, D, &res), NF_OK);
+    ck_assert(!res.converged && res.sweeps == 3);
+    cfg.method = NF_INVERT_AUTO;
+    ck_assert_int_eq(nf_jacobi_solve(&cfg, lin_sweep, &L, x, y, tmp, D, &res), NF_OK);
+    ck_assert(res.converged && res.fell_back && res.sweeps == D && res.jacobi_sweeps == 3);
+    for (int i = 0; i < D; i++) ck_assert(fabs(x[i] - ref[i]) <= TOL_EXACT * (1 + fabs(ref[i])));
+    /* a non-finite iterate: AUTO restarts sequentially, JACOBI reports it */
+    L.poison = 1;
+    ck_assert_int_eq(nf_jacobi_solve(&cfg, lin_sweep, &L, x, y, tmp, D, &res), NF_OK);
+    ck_assert(res.fell_back && res.sweeps == 1 + D);
+    for (int i = 0; i < D; i++) ck_assert(fabs(x[i] - ref[i]) <= TOL_EXACT * (1 + fabs(ref[i])));
+    L.poison = 1;
+    cfg.method = NF_INVERT_JACOBI;
+    ck_assert_int_eq(nf_jacobi_solve(&cfg, lin_sweep, &L, x, y, tmp, D, &res), NF_ENONFINITE);
+    ck_assert(strstr(nf_strerror_last(), "non-finite") != NULL);
+    /* bad configuration */
+    cfg.depth = 0;
+    ck_assert_int_eq(nf_jacobi_solve(&cfg, lin_sweep, &L, x, y, tmp, D, &res), NF_EINVAL);
+    cfg.depth = D;
+    cfg.method = (nf_invert_method)9;
+    ck_assert_int_eq(nf_jacobi_solve(&cfg, lin_sweep, &L, x, y, tmp, D, &res), NF_EINVAL);
+}
+END_TEST
+
+/* Zero-initialised conditioners: every type starts as the exact identity. */
+START_TEST(test_identity_at_init)
+{
+    const char *types[5] = {"maf", "iaf", "spline-ar", "spline-iaf", "spline-coupling"};
+    for (int k = 0; k < 5; k++) {
+        const int D = 5, n = 3;
+        tb t;
+        tb_open(&t, types[k], D, 1, "hidden=8", n, 0, 1);
+        nf_real x[15], y[15], ctx[3] = {0.3, -1.2, 2.1}, ld[3] = {0};
+        nf_test_fill_normal(x, 15, 2.3, 4);
+        t.b.invert_method = NF_INVERT_AUTO;
+        ck_assert_int_eq(t.b.type->forward(&t.b, y, ld, x, ctx, n, t.ws), NF_OK);
+        for (int i = 0; i < 15; i++) ck_assert_msg(fabs(y[i] - x[i]) < TOL_EXACT * 10, "%s: not the identity", types[k]);
+        for (int i = 0; i < 3; i++) ck_assert(fabs(ld[i]) < TOL_EXACT * 10);
+        tb_close(&t);
+    }
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    nf_params *P = nf_params_alloc(), *S = nf_params_alloc();
+    nf_rng *rng = nf_rng_alloc(3, 0);
+    nf_bijector b;
+    struct {
+        const char *type, *opts;
+        int D;
+        const char *needle;
+    } bad[] = {
+        {"spline-ar", "bins=1", 3, "bins"},
+        {"spline-iaf", "tail=-2", 3, "tail"},
+        {"maf", "order=sideways", 3, "order"},
+        {"iaf", "residual=1,layers=0", 3, "residual"},
+        {"maf", "activation=swish", 3, "activation"},
+        {"spline-coupling", "hidden=8", 1, "dimension"},
+        {"spline-coupling", "mask=checker", 4, "mask"},
+        {"spline-ar", "hidden=8,colour=red", 3, "colour"},
+        {"maf", "clamp=0", 3, "clamp"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "e%zu", i);
+        int rc = nf_bijector_create(&b, nf_bijector_type_find(bad[i].type), bad[i].D, 0, name, bad[i].opts, P, S, rng);
+        ck_assert_msg(rc == NF_EINVAL, "%s(%s) D=%d: expected NF_EINVAL, got %d", bad[i].type, bad[i].opts, bad[i].D, rc);
+        ck_assert_msg(strstr(nf_strerror_last(), bad[i].needle) != NULL, "%s(%s): message '%s' does not name '%s'",
+                      bad[i].type, bad[i].opts, nf_strerror_last(), bad[i].needle);
+    }
+    nf_rng_free(rng);
+    nf_params_free(P);
+    nf_params_free(S);
+    /* a NaN input is reported as non-finite, naming the bijector, in each direction */
+    const char *types[5] = {"maf", "iaf", "spline-ar", "spline-iaf", "spline-coupling"};
+    for (int k = 0; k < 5; k++) {
+        tb t;
+        tb_open(&t, types[k], 4, 0, k < 4 ? "hidden=8,zero_init=0" : "hidden=8", 2, 0.2, 2);
+        nf_real x[8] = {0.3, -0.2, 1.1, 0.7, 0.5, (nf_real)NAN, -0.4, 0.2}, y[8], ld[2] = {0};
+        ck_assert_int_eq(t.b.type->forward(&t.b, y, ld, x, NULL, 2, t.ws), NF_ENONFINITE);
+        ck_assert_msg(strstr(nf_strerror_last(), "ar0") != NULL, "message: %s", nf_strerror_last());
+        ld[0] = ld[1] = 0;
+        ck_assert_int_eq(t.b.type->inverse(&t.b, y, ld, x, NULL, 2, t.ws), NF_ENONFINITE);
+        tb_close(&t);
+    }
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("bij_autoregressive");
+    TCase *tc = tcase_create("table");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_table, 0, NCASES);
+    suite_add_tcase(s, tc);
+    TCase *tj = tcase_create("jacobi");
+    tcase_set_timeout(tj, 60);
+    tcase_add_test(tj, test_jacobi_random_made);
+    tcase_add_test(tj, test_jacobi_contracting_made);
+    tcase_add_test(tj, test_auto_falls_back);
+    tcase_add_test(tj, test_jacobi_all_types);
+#ifdef NF_DOUBLE
+    tcase_add_test(tj, test_backward_after_jacobi);
+#endif
+    tcase_add_test(tj, test_solver_linear_recursion);
+    suite_add_tcase(s, tj);
+    TCase *te = tcase_create("misc");
+    tcase_add_test(te, test_identity_at_init);
+    tcase_add_test(te, test_errors);
+    suite_add_tcase(s, te);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,79 @@
+# tests/cli/lib.bash - shared setup of the tests/cli/*.sh scripts (sourced; not a test itself).
+#
+# `make check` runs each script with NF set to the nf binary under test and the repository root as
+# the working directory.  After sourcing this file a script is inside $W, an empty directory under
+# a private mktemp -d that is removed on exit (with any background nf it started and registered in
+# BG_PIDS).  Each check prints one line ("ok    SCRIPT: what" or "FAIL  SCRIPT: what: why");
+# `finish` prints the totals and exits non-zero if anything failed.
+set -u
+
+if [ -z "${NF:-}" ]; then
+    echo "NF is not set (expected the path of the nf binary, e.g. NF=build/float/nf)" >&2
+    exit 2
+fi
+case $NF in /*) ;; *) NF=$PWD/$NF ;; esac
+if [ ! -x "$NF" ]; then
+    echo "$NF: not an executable (expected the nf binary; run make first)" >&2
+    exit 2
+fi
+ROOT=$PWD
+BUILD=$(dirname "$NF")
+SCRIPT=$(basename "$0" .sh)
+T=$(mktemp -d "${TMPDIR:-/tmp}/nf_cli_$SCRIPT.XXXXXX") || exit 2
+W=$T/w
+mkdir "$W" || exit 2
+BG_PIDS=""
+
+cleanup() {
+    local p
+    for p in $BG_PIDS; do kill -9 "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 3' INT TERM
+cd "$W" || exit 2
+
+NPASS=0
+NFAIL=0
+pass() { NPASS=$((NPASS + 1)); echo "ok    $SCRIPT: $*"; }
+fail() { NFAIL=$((NFAIL + 1)); echo "FAIL  $SCRIPT: $*"; }
+skip() { echo "skip  $SCRIPT: $*"; }
+# check WHAT COMMAND...: one line, ok if COMMAND succeeds.
+check() {
+    local what=$1
+    shift
+    if "$@"; then pass "$what"; else fail "$what"; fi
+}
+finish() {
+    echo "$SCRIPT: $NPASS passed, $NFAIL failed"
+    [ "$NFAIL" -eq 0 ] && exit 0
+    exit 1
+}
+
+# nf with a time limit, so a hang fails the check instead of the whole run.
+nfrun() { timeout -k 5 "${NF_CLI_TIMEOUT:-120}" "$NF" "$@"; }
+
+# Temporary files of the atomic writers ("<path>.tmp.<pid>") anywhere under $W.
+stray_tmp() { find "$W" -name '*.tmp.*' | sed "s|^$W/||"; }
+
+# "a b" -> 1 if |a - b| <= tol * max(1, |a|, |b|)
+close_to() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN {
+    d = a - b; if (d < 0) d = -d; m = 1; if (a > m) m = a; if (-a > m) m = -a; if (b > m) m = b; if (-b > m) m = -b;
+    exit !(d <= t * m) }'; }
+
+# The test helper tests/cli/mkbad.c, compiled against the libnf.a next to $NF with that build's
+# precision and sanitizers.  Sets MKBAD; returns non-zero (after printing why) if it cannot build.
+build_mkbad() {
+    local flags="-std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -I$ROOT"
+    case $BUILD in *-san) flags="$flags -fsanitize=address,undefined" ;; esac
+    case $BUILD in *double*) flags="$flags -DNF_DOUBLE=1" ;; esac
+    local libs
+    libs="$(pkg-config --libs gsl hdf5-serial fftw3 fftw3f cairo 2>/dev/null | sed 's/-lgslcblas//g') -lopenblas -lgif"
+    MKBAD=$T/mkbad
+    # shellcheck disable=SC2086
+    if ! gcc $flags "$ROOT/tests/cli/mkbad.c" -o "$MKBAD" "$BUILD/libnf.a" $libs -fopenmp -lm 2>"$T/mkbad.log"; then
+        sed 's/^/    /' "$T/mkbad.log" | head -20
+        return 1
+    fi
+}
