@@ -60,11 +60,11 @@ $(B)/libnf.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 $(B)/nf: $(APP_OBJ) $(B)/libnf.a
-	$(CC) -o $@ $(APP_OBJ) -Wl,--whole-archive $(B)/libnf.a -Wl,--no-whole-archive $(LDFLAGS) $(LDLIBS)
+	$(CC) -o $@ $(APP_OBJ) $(B)/libnf.a $(LDFLAGS) $(LDLIBS)
 
 $(B)/tests/%: tests/%.c $(TEST_UTIL) $(B)/libnf.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(TEST_UTIL) -Wl,--whole-archive $(B)/libnf.a -Wl,--no-whole-archive $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(TEST_UTIL) $(B)/libnf.a $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
 $(B)/examples/%: examples/%.c $(B)/libnf.a
 	@mkdir -p $(dir $@)

@@ -2,7 +2,7 @@
 
   ref_bench.py train CONFIG --steps N [--warmup W] [--repeats R] [--threads T]
       optimizer steps per second: forward + backward + Adam (lr 1e-3) on a batch of the config's size.
-  ref_bench.py sample CONFIG [--n N] [--repeats R] [--threads T]
+  ref_bench.py sample CONFIG [--n N] [--repeats R] [--threads T] [--dim D]
       samples per second (no log-density), sequential inversion for MAF (D passes per layer).
   ref_bench.py fit --train TRAIN.h5 --test TEST.h5 --steps N [--batch 512] [--threads T]
       the quality run: nsf-coupling (10 layers, 8 bins, tail 5, hidden 128, 2 blocks) after a fixed
@@ -62,8 +62,8 @@ def train(a):
 
 
 def sample(a):
-    flow = ref_flows.build(a.config, seed=a.seed)
-    _, D, _ = ref_flows.CONFIGS[a.config]
+    flow = ref_flows.build(a.config, dim=a.dim or None, seed=a.seed)
+    D = a.dim or ref_flows.CONFIGS[a.config][1]
     flow.eval()
     flow.sample(a.n)  # warm-up
     best = math.inf
@@ -132,6 +132,7 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batch", type=int, default=0)
     p.add_argument("--n", type=int, default=2048)
+    p.add_argument("--dim", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--lr", type=float, default=1e-3)

@@ -129,6 +129,32 @@ static int gmm_log_prob(nf_dataset *ds, size_t n, const double *x, double *logp)
     return NF_OK;
 }
 
+/* mean = sum_k pi_k mu_k;  cov = sum_k pi_k (L_k L_k^T + mu_k mu_k^T) - mean mean^T. */
+int nf_dataset_gmm_moments(const nf_dataset *ds, double *mean, double *cov)
+{
+    if (!ds || ds->type != &nf_dataset_gmm)
+        return nf_error(NF_EINVAL, "gmm moments: data set %s is not gmm", ds ? ds->type->name : "NULL");
+    const gmm_state *s = ds->state;
+    int D = s->D;
+    for (int i = 0; i < D; i++) mean[i] = 0;
+    for (int i = 0; i < D * D; i++) cov[i] = 0;
+    for (int k = 0; k < s->K; k++) {
+        double w = exp(s->logw[k]);
+        const double *L = s->L + (size_t)k * D * D, *mu = s->mu + (size_t)k * D;
+        for (int i = 0; i < D; i++) {
+            mean[i] += w * mu[i];
+            for (int j = 0; j < D; j++) {
+                double c = mu[i] * mu[j];
+                for (int m = 0; m <= (i < j ? i : j); m++) c += L[(size_t)i * D + m] * L[(size_t)j * D + m];
+                cov[i * D + j] += w * c;
+            }
+        }
+    }
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) cov[i * D + j] -= mean[i] * mean[j];
+    return NF_OK;
+}
+
 const nf_dataset_type nf_dataset_gmm = {
     .name = "gmm",
     .summary = "random Gaussian mixture in --dim D with --components K, full covariances (from --model-seed)",

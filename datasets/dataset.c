@@ -45,7 +45,7 @@ int nf_dataset_alloc(nf_dataset **out, const char *name, const nf_dataset_opts *
     if (!o) o = &def;
     if (!t->dim && (o->dim < 1 || o->dim > 1024))
         return nf_error(NF_EINVAL, "data set %s: dimension %d, expected 1 to 1024", t->name, o->dim);
-    if (o->components < 1 || o->components > 1000)
+    if (t == &nf_dataset_gmm && (o->components < 1 || o->components > 1000))
         return nf_error(NF_EINVAL, "data set %s: %d components, expected 1 to 1000", t->name, o->components);
     const char *flow = o->flow ? o->flow : NF_DATASET_DEFAULT_FLOW;
     nf_dataset *ds = nf_calloc(1, sizeof *ds, "a data set");

@@ -10,9 +10,11 @@
  * and teacher (a seeded random normalizing flow).
  *
  * Every set knows its log-density, either in closed form (NF_DENSITY_EXACT) or computed per point
- * by adaptive quadrature over the latent curve parameter with GSL (NF_DENSITY_NUMERICAL, relative
- * error about 1e-9); type->density_method says how, in words stored in data files.  A log-density
- * may be -INFINITY outside the support (checkerboard).  Everything is double precision.
+ * (NF_DENSITY_NUMERICAL: adaptive GSL quadrature over the latent curve parameter for moons,
+ * swissroll and 2spirals, root finding for the pinwheel's preimages; relative error about 1e-9);
+ * type->density_method says how, in words stored in data files.  A log-density may be -INFINITY
+ * outside the support (checkerboard).  Everything is double precision (the teacher computes in the
+ * flow's nf_real).
  *
  *   nf_dataset *ds;
  *   nf_dataset_alloc(&ds, "moons", NULL);           // NULL options: defaults
@@ -82,7 +84,8 @@ extern const nf_dataset_type *const nf_dataset_types[];
 const nf_dataset_type *nf_dataset_type_find(const char *name);
 
 void nf_dataset_opts_default(nf_dataset_opts *o);
-/* Build an instance; o == NULL means defaults.  Refuses dim < 1 or > 1024, components < 1. */
+/* Build an instance; o == NULL means defaults.  Refuses dim outside 1..1024 (gmm, teacher) and
+ * components outside 1..1000 (gmm). */
 int nf_dataset_alloc(nf_dataset **ds, const char *name, const nf_dataset_opts *o);
 void nf_dataset_free(nf_dataset *ds);   /* NULL is harmless */
 
@@ -105,6 +108,9 @@ int nf_dataset_entropy(nf_dataset *ds, nf_rng *rng, size_t n, double *H, double 
  * counts are round(n * frac); fractions must be in [0, 1) and leave at least one training row. */
 int nf_dataset_split(size_t n, double val_frac, double test_frac, uint64_t seed, size_t *perm,
                      size_t count[3]);
+
+/* gmm only: the mixture's exact mean (dim) and covariance (dim, dim), row-major. */
+int nf_dataset_gmm_moments(const nf_dataset *ds, double *mean, double *cov);
 
 /* The sets (toy2d.c, curves2d.c, pinwheel.c, data_gmm.c, teacher.c). */
 extern const nf_dataset_type nf_dataset_moons, nf_dataset_circles, nf_dataset_rings, nf_dataset_8gaussians,

@@ -1,6 +1,6 @@
 /* datasets/teacher.c - a fixed random normalizing flow in D dimensions as a data source.
  *
- * A "teacher" is an nf flow whose density is exact and far from Gaussian: a student flow fitted to
+ * A "teacher" is an nf flow whose density is exact and far from N(0, I): a student flow fitted to
  * its samples can be scored against the true log-density.  From (flow, dim, model_seed):
  *   spec  = nf_preset_expand(flow, {layers 4, hidden 16, blocks 2})  (or flow itself if it is a spec)
  *   flow  = nf_flow_create(spec, D, 0, model_seed), evaluation mode
@@ -8,8 +8,9 @@
  *                                            identity, the perturbation bends every layer; masked
  *                                            weights stay zero, see perturb())
  * Samples and their exact log-densities come from nf_flow_sample (latent to data, with the
- * log-determinant of the inverse pass), in batches of 4096, converted to double; log_prob uses
- * nf_flow_log_prob.  In the float build the log-densities carry float rounding (about 1e-6).
+ * log-determinant of the inverse pass; autoregressive layers inverted sequentially, i.e. exactly),
+ * in batches of 4096, converted to double; log_prob uses nf_flow_log_prob.  In the float build
+ * the log-densities carry float rounding (about 1e-6).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,7 @@ static int teacher_create(nf_dataset *ds)
     int rc = nf_flow_create(&s->flow, spec, ds->dim, 0, ds->opts.model_seed);
     if (rc != NF_OK) return nf_error_context(rc, "teacher flow '%s' in %d dimensions", name, ds->dim);
     nf_flow_set_training(s->flow, 0);
+    nf_flow_set_invert(s->flow, NF_INVERT_SEQUENTIAL, 0, 0); /* exact samples, not Jacobi's tolerance */
     s->xb = nf_calloc((size_t)TEACHER_BATCH * ds->dim, sizeof *s->xb, "teacher batch");
     s->lb = nf_calloc(TEACHER_BATCH, sizeof *s->lb, "teacher batch");
     if (!s->xb || !s->lb) return NF_ENOMEM;

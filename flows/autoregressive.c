@@ -127,12 +127,13 @@ int nf_ar_fast(nf_bijector *b, const nf_ar *ar, nf_real *w, nf_real *logdet, con
                int n, nf_real *ws)
 {
     ar_ws L = layout(ar, n);
+    b->last_sweeps = 1;
     nf_mlp_forward(ar->made, b->P, ws + L.mlp, ws + L.theta, v, ar->C ? ctx : NULL, n);
     ar->elem->forward(ar->cfg, w, logdet, NULL, v, ws + L.theta, n, ar->D, ar->D);
     return check_rows(b, "the fast (one-pass) direction", w, logdet, n, ar->D);
 }
 
-/* The sweep g(v) = T^-1(w; MADE(v)) for flows/jacobi.c: all dims (level 0) or those of degree `level`. */
+/* The sweep g(v) = T^-1(w; MADE(v)) for flows/jacobi.c, on the dims of degree lo..hi. */
 typedef struct ar_sweep {
     const nf_ar *ar;
     const nf_params *P;
@@ -141,17 +142,17 @@ typedef struct ar_sweep {
     nf_real *mlp_ws, *theta, *lde;
 } ar_sweep;
 
-static int sweep(void *user, nf_real *v_new, const nf_real *v_old, int level)
+static int sweep(void *user, nf_real *v_new, const nf_real *v_old, int lo, int hi)
 {
     ar_sweep *u = user;
     const nf_ar *ar = u->ar;
     const int D = ar->D, P = ar->P;
     nf_mlp_forward(ar->made, u->P, u->mlp_ws, u->theta, v_old, ar->C ? u->ctx : NULL, u->n);
-    if (level == 0) {
+    if (lo <= 1 && hi >= ar->depth) {
         ar->elem->inverse(ar->cfg, v_new, NULL, u->lde, u->w, u->theta, u->n, D, D);
         return NF_OK;
     }
-    for (int a = ar->level_start[level - 1]; a < ar->level_start[level]; a++) {
+    for (int a = ar->level_start[lo - 1]; a < ar->level_start[hi]; a++) {
         int j = ar->level_dims[a];
         ar->elem->inverse(ar->cfg, v_new + j, NULL, u->lde + j, u->w + j, u->theta + (size_t)j * P, u->n, 1, D);
     }

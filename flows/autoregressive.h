@@ -69,7 +69,7 @@ int nf_ar_create(nf_ar *ar, nf_bijector *b, nf_opts *opts, nf_rng *rng, const nf
 void nf_ar_free(nf_ar *ar);
 size_t nf_ar_workspace(const nf_ar *ar, int n);
 
-/* w = F(v), logdet += sum l.  One MADE pass; caches it in ws for nf_ar_fast_backward. */
+/* w = F(v), logdet += sum l.  One MADE pass (b->last_sweeps = 1); caches it in ws for nf_ar_fast_backward. */
 int nf_ar_fast(nf_bijector *b, const nf_ar *ar, nf_real *w, nf_real *logdet, const nf_real *v, const nf_real *ctx,
                int n, nf_real *ws);
 /* v = F^-1(w), logdet -= sum l at v; records b->last_sweeps. */

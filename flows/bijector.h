@@ -53,7 +53,7 @@ struct nf_bijector {
     nf_params *S;            /* non-trainable state saved with the model (running stats, flags) */
     int training;            /* 1: batch statistics / data-dependent init allowed */
     nf_invert_method invert_method;
-    double jacobi_tol;       /* default 1e-6 (double) / 1e-5 (float) of max |change| */
+    double jacobi_tol;       /* default 1e-9 (double) / 1e-5 (float) of max |change| */
     int jacobi_max_sweeps;   /* default D + 1 */
     int last_sweeps;         /* passes the last slow-direction call used */
     void *state;             /* type-specific */
@@ -85,8 +85,7 @@ int nf_bijector_create(nf_bijector *b, const nf_bijector_type *type, int dim, in
                        const char *options, nf_params *P, nf_params *S, nf_rng *rng);
 void nf_bijector_destroy(nf_bijector *b);
 
-/* The registry of types by spec name (flows/registry.c): nf_bijector_ntypes entries (a type not
- * linked in is NULL). */
+/* The registry of types by spec name (flows/registry.c): nf_bijector_ntypes entries. */
 extern const nf_bijector_type *const nf_bijector_types[];
 extern const size_t nf_bijector_ntypes;
 const nf_bijector_type *nf_bijector_type_find(const char *name);

@@ -19,7 +19,7 @@ static int sequential(const nf_jacobi_config *cfg, nf_jacobi_sweep_fn sweep, voi
                       nf_jacobi_result *res)
 {
     for (int k = first; k <= cfg->depth; k++) {
-        NF_TRY(sweep(user, x, x, k));
+        NF_TRY(sweep(user, x, x, k, k));
         res->sweeps++;
     }
     return NF_OK;
@@ -55,13 +55,16 @@ int nf_jacobi_solve(const nf_jacobi_config *cfg, nf_jacobi_sweep_fn sweep, void 
     nf_real *cur = x, *nxt = tmp;
     int nonfinite = 0;
     for (;;) {
-        NF_TRY(sweep(user, nxt, cur, 0));
+        /* after t sweeps the degrees <= t are exact; the buffer written now last held sweep t-1,
+         * exact up to degree t-2, so degrees from t-1 on are recomputed */
+        int t = res->jacobi_sweeps + 1, lo = t - 1 > 1 ? t - 1 : 1;
+        NF_TRY(sweep(user, nxt, cur, lo, cfg->depth));
         res->sweeps++;
         res->jacobi_sweeps++;
         double change = max_change(nxt, cur, len);
-        nf_real *t = cur;
+        nf_real *swap = cur;
         cur = nxt;
-        nxt = t;
+        nxt = swap;
         res->last_change = change;
         if (!isfinite(change)) {
             nonfinite = 1;

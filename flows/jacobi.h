@@ -22,10 +22,12 @@
 
 #include "flows/bijector.h"
 
-/* One pass of g.  level == 0: write every entry x_new = g(x_old) (x_new and x_old distinct).
- * level == k >= 1: write only the entries of degree k (x_new may equal x_old: read what you need
- * from x_old before writing).  Returns NF_OK or an error code (which aborts the solve). */
-typedef int (*nf_jacobi_sweep_fn)(void *user, nf_real *x_new, const nf_real *x_old, int level);
+/* One pass of g over the entries whose degree is in lo..hi: x_new[e] = g(x_old)[e] for those, every
+ * other entry of x_new left as it is.  x_new may equal x_old (sequential passes run in place: read
+ * what you need from x_old before writing).  Returns NF_OK or an error code (which aborts the solve).
+ * Jacobi sweep t asks for degrees max(1, t-1)..depth: the lower ones are exact in both iterate
+ * buffers by then, so only the entries still moving are recomputed. */
+typedef int (*nf_jacobi_sweep_fn)(void *user, nf_real *x_new, const nf_real *x_old, int lo, int hi);
 
 typedef struct nf_jacobi_config {
     nf_invert_method method;   /* AUTO, SEQUENTIAL or JACOBI */

@@ -12,6 +12,14 @@
 
 #define RQ_PAR_MIN 16384
 
+/* The softmax exponentials are most of the kernel's cost; in the float build they run in float
+ * (expf), which changes the knots by float rounding only, the same in both directions. */
+#ifdef NF_DOUBLE
+#define SM_EXP(z) exp(z)
+#else
+#define SM_EXP(z) (double)expf((float)(z))
+#endif
+
 int nf_rqspline_init(nf_rqspline *s, int bins, double bound)
 {
     if (bins < 2 || bins > NF_RQSPLINE_MAX_BINS)
@@ -27,8 +35,21 @@ int nf_rqspline_init(nf_rqspline *s, int bins, double bound)
 
 int nf_rqspline_nparams(const nf_rqspline *s) { return 3 * s->bins - 1; }
 
+#ifdef NF_DOUBLE
 static double softplus(double z) { return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z)); }
 static double sigmoid(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)); }
+#else /* float precision is all the parameters have */
+static double softplus(double z)
+{
+    float f = (float)z;
+    return f > 0 ? f + log1pf(expf(-f)) : log1pf(expf(f));
+}
+static double sigmoid(double z)
+{
+    float f = (float)z;
+    return f >= 0 ? 1 / (1 + expf(-f)) : expf(f) / (1 + expf(f));
+}
+#endif
 
 /* One element's bin and everything reverse mode needs. */
 typedef struct rq_bin {
@@ -46,12 +67,12 @@ static void knots(double *sm, double *cum, const nf_real *u, int K, double B, do
 {
     double mx = u[0], z = 0;
     for (int j = 1; j < K; j++) mx = u[j] > mx ? u[j] : mx;
-    for (int j = 0; j < K; j++) z += sm[j] = exp((double)u[j] - mx);
-    const double scale = 1 - K * minv;
+    for (int j = 0; j < K; j++) z += sm[j] = SM_EXP((double)u[j] - mx);
+    const double scale = 1 - K * minv, iz = 1 / z;
     double acc = 0;
     cum[0] = -B;
     for (int j = 0; j < K; j++) {
-        sm[j] /= z;
+        sm[j] *= iz;
         acc += minv + scale * sm[j];
         cum[j + 1] = -B + 2 * B * acc;
     }
@@ -120,7 +141,7 @@ static double rq_logderiv(const rq_bin *e, double *deriv, double *dlogdx)
         double den_xi = (d0 + d1 - 2 * s) * (1 - 2 * xi);
         *dlogdx = (q_xi / q - 2 * den_xi / den) / e->W;
     }
-    return 2 * log(s) + log(q) - 2 * log(den);
+    return log(s * s * q / (den * den)); /* one log: s, q, den are within [1e-6, 1e6] or so */
 }
 
 /* Reverse mode through y(x; theta) and l = log s'(x; theta) at the bin e:

@@ -10,6 +10,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,9 +64,104 @@ static const nf_bij_case cases[] = {
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
+#ifdef NF_DOUBLE
+/* The harness's gradient check perturbs every parameter, including the MADE's masked weights, whose
+ * gradient is masked to zero by design; for the MADE types this suite runs the same check itself and
+ * skips the masked entries, recognised as the exact zeros of a zero_init=0 network (every live
+ * weight and bias is drawn from a continuous distribution). */
+static double made_loss(nf_bijector *b, int inverse_dir, const nf_real *in, const nf_real *ctx, const nf_real *w,
+                        const nf_real *u, nf_real *out, nf_real *ld, int n, nf_real *ws)
+{
+    memset(ld, 0, n * sizeof(nf_real));
+    int rc = inverse_dir ? b->type->inverse(b, out, ld, in, ctx, n, ws) : b->type->forward(b, out, ld, in, ctx, n, ws);
+    ck_assert_msg(rc == NF_OK, "%s: %s", b->type->name, nf_strerror_last());
+    double L = 0;
+    for (int i = 0; i < n * b->dim; i++) L += (double)w[i] * out[i];
+    for (int i = 0; i < n; i++) L += (double)u[i] * ld[i];
+    return L;
+}
+
+static void made_gradients(const nf_bij_case *c, int inverse_dir)
+{
+    enum { N = 6 };
+    const int D = c->dim, C = c->ctx_dim;
+    nf_params *P = nf_params_alloc(), *S = nf_params_alloc();
+    nf_rng *rng = nf_rng_alloc(2385, 0);
+    nf_bijector b;
+    ck_assert_int_eq(nf_bijector_create(&b, nf_bijector_type_find(c->type_name), D, C, "t0", c->options, P, S, rng), NF_OK);
+    b.invert_method = NF_INVERT_SEQUENTIAL;
+    nf_real *ws = calloc(b.type->workspace(&b, N), sizeof(nf_real));
+    nf_real in[N * 8], out[N * 8], w[N * 8], din[N * 8] = {0}, ctx[N * 4], dctx[N * 4] = {0}, u[N], ld[N];
+    nf_test_fill_normal(in, (size_t)N * D, c->input_scale > 0 ? c->input_scale : 1.3, 17);
+    nf_test_fill_normal(ctx, (size_t)N * C, 0.8, 23);
+    nf_test_fill_normal(w, (size_t)N * D, 0.7, 29);
+    nf_test_fill_normal(u, N, 0.9, 31);
+    const nf_real *cx = C ? ctx : NULL;
+    made_loss(&b, inverse_dir, in, cx, w, u, out, ld, N, ws);
+    nf_params_zero_grad(P);
+    int rc = inverse_dir ? b.type->inverse_backward(&b, din, C ? dctx : NULL, w, u, in, out, cx, N, ws)
+                         : b.type->backward(&b, din, C ? dctx : NULL, w, u, in, out, cx, N, ws);
+    ck_assert_int_eq(rc, NF_OK);
+    nf_real *grad = malloc(P->n * sizeof(nf_real));
+    memcpy(grad, P->grad, P->n * sizeof(nf_real));
+    const double eps = 1e-6;
+    const char *dir = inverse_dir ? "inverse" : "forward";
+    size_t checked = 0;
+    for (size_t k = 0; k < (P->n < 400 ? P->n : 400); k++) {
+        size_t p = P->n < 400 ? k : nf_rng_index(rng, P->n);
+        if (P->value[p] == 0) {
+            ck_assert_msg(grad[p] == 0, "%s(%s) %s: masked weight %zu has gradient %g", c->type_name, c->options, dir, p,
+                          (double)grad[p]);
+            continue;
+        }
+        nf_real keep = P->value[p];
+        P->value[p] = keep + eps;
+        double Lp = made_loss(&b, inverse_dir, in, cx, w, u, out, ld, N, ws);
+        P->value[p] = keep - eps;
+        double Lm = made_loss(&b, inverse_dir, in, cx, w, u, out, ld, N, ws);
+        P->value[p] = keep;
+        double fd = (Lp - Lm) / (2 * eps);
+        ck_assert_msg(nf_test_relerr(grad[p], fd, 1e-2) < 1e-6, "%s(%s) %s: d/dtheta[%zu] analytic %.10g, FD %.10g",
+                      c->type_name, c->options, dir, p, (double)grad[p], fd);
+        checked++;
+    }
+    ck_assert(checked > 20);
+    for (int pass = 0; pass < 2; pass++) {
+        nf_real *v = pass ? ctx : in, *g = pass ? dctx : din;
+        for (int i = 0; i < N * (pass ? C : D); i++) {
+            nf_real keep = v[i];
+            v[i] = keep + eps;
+            double Lp = made_loss(&b, inverse_dir, in, cx, w, u, out, ld, N, ws);
+            v[i] = keep - eps;
+            double Lm = made_loss(&b, inverse_dir, in, cx, w, u, out, ld, N, ws);
+            v[i] = keep;
+            double fd = (Lp - Lm) / (2 * eps);
+            ck_assert_msg(nf_test_relerr(g[i], fd, 1e-2) < 1e-6, "%s(%s) %s: d/d%s[%d] analytic %.10g, FD %.10g",
+                          c->type_name, c->options, dir, pass ? "ctx" : "input", i, (double)g[i], fd);
+        }
+    }
+    free(grad);
+    free(ws);
+    nf_bijector_destroy(&b);
+    nf_rng_free(rng);
+    nf_params_free(P);
+    nf_params_free(S);
+}
+#endif
+
 START_TEST(test_table)
 {
-    nf_check_bijector_all(&cases[_i]);
+    const nf_bij_case *c = &cases[_i];
+    if (strcmp(c->type_name, "spline-coupling") == 0) {
+        nf_check_bijector_all(c);
+        return;
+    }
+    nf_check_bijector_roundtrip(c);
+    nf_check_bijector_logdet(c);
+#ifdef NF_DOUBLE
+    made_gradients(c, 0);
+    made_gradients(c, 1);
+#endif
 }
 END_TEST
 
@@ -149,6 +245,16 @@ START_TEST(test_jacobi_random_made)
 {
     int sweeps;
     jacobi_vs_sequential(0.3, 1.0, &sweeps);
+    fprintf(stderr, "43-D maf, random MADE: Jacobi took %d sweeps\n", sweeps);
+}
+END_TEST
+
+/* weights 2.5 times larger: far from contracting, Jacobi needs many sweeps but ends exact */
+START_TEST(test_jacobi_strong_made)
+{
+    int sweeps;
+    jacobi_vs_sequential(0.3, 2.5, &sweeps);
+    fprintf(stderr, "43-D maf, strong MADE: Jacobi took %d sweeps\n", sweeps);
 }
 END_TEST
 
@@ -156,6 +262,7 @@ START_TEST(test_jacobi_contracting_made)
 {
     int sweeps;
     jacobi_vs_sequential(0.3, 0.05, &sweeps);
+    fprintf(stderr, "43-D maf, contracting MADE: Jacobi took %d sweeps\n", sweeps);
     /* a contracting map converges long before the 43 passes sequential needs */
     ck_assert_msg(sweeps < 20, "contracting MADE: Jacobi took %d sweeps", sweeps);
 }
@@ -167,6 +274,7 @@ START_TEST(test_auto_falls_back)
     const int D = 43, n = 5;
     tb t;
     tb_open(&t, "maf", D, 2, "hidden=48,zero_init=0", n, 0.3, 777);
+    for (size_t i = 0; i < t.P->n; i++) t.P->value[i] *= 2.5; /* far from contracting */
     nf_real *z = malloc((size_t)n * D * sizeof(nf_real)), *xs = malloc((size_t)n * D * sizeof(nf_real));
     nf_real *xa = malloc((size_t)n * D * sizeof(nf_real)), *xj = malloc((size_t)n * D * sizeof(nf_real));
     nf_real ctx[10], lds[5], lda[5], ldj[5];
@@ -182,7 +290,7 @@ START_TEST(test_auto_falls_back)
     ck_assert(max_abs_diff(lda, lds, n) < 10 * TOL_EXACT);
     used = slow(&t, NF_INVERT_JACOBI, xj, ldj, z, ctx, 0);
     ck_assert_int_eq(used, 2);
-    ck_assert_msg(max_abs_diff(xj, xs, (size_t)n * D) > 1e-3, "two Jacobi sweeps should not have converged");
+    ck_assert_msg(max_abs_diff(xj, xs, (size_t)n * D) > 0.05, "two Jacobi sweeps should not have converged (%g)", max_abs_diff(xj, xs, (size_t)n * D));
     free(z); free(xs); free(xa); free(xj);
     tb_close(&t);
 }
@@ -255,18 +363,17 @@ typedef struct lin_rec {
     const nf_real *y;
     int D;
     double a;
-    int poison;    /* level-0 sweeps write inf into the last entry this many times */
+    int poison;    /* Jacobi sweeps write inf into the last entry this many times */
 } lin_rec;
 
-static int lin_sweep(void *user, nf_real *x_new, const nf_real *x_old, int level)
+static int lin_sweep(void *user, nf_real *x_new, const nf_real *x_old, int lo, int hi)
 {
     lin_rec *L = user;
-    for (int i = 0; i < L->D; i++) {
-        if (level != 0 && level != i + 1) continue;
+    for (int i = lo - 1; i < hi; i++) {
         nf_real prev = i ? x_old[i - 1] : 0;
         x_new[i] = (nf_real)(L->y[i] + L->a * prev);
     }
-    if (level == 0 && L->poison > 0) {
+    if (lo < hi && hi == L->D && L->poison > 0) {
         L->poison--;
         x_new[L->D - 1] = (nf_real)INFINITY;
     }
@@ -403,6 +510,7 @@ static Suite *suite(void)
     tcase_set_timeout(tj, 60);
     tcase_add_test(tj, test_jacobi_random_made);
     tcase_add_test(tj, test_jacobi_contracting_made);
+    tcase_add_test(tj, test_jacobi_strong_made);
     tcase_add_test(tj, test_auto_falls_back);
     tcase_add_test(tj, test_jacobi_all_types);
 #ifdef NF_DOUBLE

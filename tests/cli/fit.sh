@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/fit.sh - the nf commands on good input: every --help, data -> fit -> info -> eval ->
 # sample -> logprob, and what each output file holds.  Run by `make check` with NF=build/<variant>/nf.
+# shellcheck source-path=SCRIPTDIR source=lib.bash
 . "$(dirname "$0")/lib.bash"
 
 if ! build_mkbad; then
@@ -10,6 +11,7 @@ fi
 
 # ---- help and version -----------------------------------------------------------------------
 cmds=$(nfrun --help 2>/dev/null | awk '/^commands:/ {on = 1; next} on && /^  [a-z]/ {print $1} on && /^$/ {on = 0}')
+# shellcheck disable=SC2086  # one command per word
 found=$(printf '%s\n' $cmds | grep -cxE 'fit|eval|logprob|sample|info|data')
 check "nf --help lists the commands fit, eval, logprob, sample, info, data (found $found of 6)" test "$found" = 6
 for c in "" $cmds "data make" "data import" "data split"; do
@@ -30,9 +32,9 @@ v=$(nfrun --version 2>&1)
 check "nf --version names the version and precision ($v)" bash -c "[[ '$v' =~ ^nf\ [0-9]+\.[0-9]+\.[0-9]+\ \((float|double)\ build\)$ ]]"
 
 # ---- data ------------------------------------------------------------------------------------
-nfrun data make moons -n 1500 --seed 11 -o train.h5 2>"$T/err"
+nfrun data make moons -n 1500 --seed 11 -o train.h5 >/dev/null 2>"$T/err"
 check "data make writes the training file" test -s train.h5
-nfrun data make moons -n 1000 --seed 12 -o test.h5 2>"$T/err"
+nfrun data make moons -n 1000 --seed 12 -o test.h5 >/dev/null 2>"$T/err"
 read -r rows cols rank _ <<<"$("$MKBAD" stats test.h5 /x)"
 check "data make: /x is 1000 x 2 (got $rows x $cols)" test "$rows $cols $rank" = "1000 2 2"
 read -r rows cols rank _ _ _ _ fin <<<"$("$MKBAD" stats test.h5 /logp_true)"
@@ -40,7 +42,8 @@ check "data make: /logp_true has 1000 finite values (got $rows x $cols, $fin)" t
 
 # ---- fit -------------------------------------------------------------------------------------
 FLOW=(--flow realnvp --layers 2 --hidden 16)
-nfrun fit train.h5 "${FLOW[@]}" --steps 300 --batch 256 --lr 3e-3 --seed 5 --threads 1 --quiet -o model.h5 \
+TRAIN=(--flow realnvp --layers 4 --hidden 32 --steps 500 --batch 256 --lr 5e-3 --seed 5 --threads 1)
+nfrun fit train.h5 "${TRAIN[@]}" --quiet -o model.h5 \
     >"$T/out" 2>"$T/err"
 rc=$?
 check "fit exits 0 and writes model.h5" bash -c "[ $rc = 0 ] && [ -s model.h5 ]"
@@ -59,7 +62,7 @@ check "info exits 0 and shows the flow spec" bash -c "[ $rc = 0 ] && grep -qE '^
 check "info shows the parameter count, equal to /model/params/value ($nparam, $prows)" \
     bash -c "[ -n '$nparam' ] && [ '$nparam' -gt 0 ] && [ '$nparam' = '$prows' ]"
 check "info shows the preset, dimension and how training ended" \
-    bash -c "grep -q '^preset  *realnvp' '$T/info' && grep -q '^dimension  *2' '$T/info' && grep -q 'reached 300 steps' '$T/info'"
+    bash -c "grep -q '^preset  *realnvp' '$T/info' && grep -q '^dimension  *2' '$T/info' && grep -q 'reached 500 steps' '$T/info'"
 
 # ---- eval --json -----------------------------------------------------------------------------
 NUM='-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?'
@@ -80,10 +83,11 @@ bpd=$(json_field "$j" bits_per_dim)
 tmean=$(json_field "$j" true_mean_log_prob)
 gap=$(json_field "$j" kl_gap)
 check "eval: n = 1000 and dim = 2 (got $n, $dim)" test "$n $dim" = "1000 2"
-check "eval: bits_per_dim = -mean_log_prob / (2 ln 2) ($bpd)" close_to "$bpd" "$(awk -v m="$mean" 'BEGIN {print -m / (2 * log(2))}')" 1e-6
-check "eval: kl_gap = true_mean_log_prob - mean_log_prob ($gap)" close_to "$gap" "$(awk -v a="$tmean" -v b="$mean" 'BEGIN {print a - b}')" 1e-6
-check "eval: the trained model is within 0.6 nats of the truth and not better (gap $gap)" \
-    awk -v g="$gap" 'BEGIN {exit !(g > -0.1 && g < 0.6)}'
+check "eval: bits_per_dim = -mean_log_prob / (2 ln 2) ($bpd)" close_to "$bpd" "$(awk -v m="$mean" 'BEGIN {printf "%.12g", -m / (2 * log(2))}')" 1e-6
+check "eval: kl_gap = true_mean_log_prob - mean_log_prob ($gap)" close_to "$gap" "$(awk -v a="$tmean" -v b="$mean" 'BEGIN {printf "%.12g", a - b}')" 1e-6
+# An untrained flow (a Gaussian fit, thanks to the standardize layer) is 1.0 nats off.
+check "eval: the trained model is within 0.5 nats of the truth and not better (gap $gap)" \
+    awk -v g="$gap" 'BEGIN {exit !(g > -0.1 && g < 0.5)}'
 check "eval: standard error is positive and small ($se)" awk -v s="$se" 'BEGIN {exit !(s > 0.001 && s < 0.2)}'
 nfrun eval model.h5 test.h5 >"$T/out" 2>"$T/err"
 check "eval without --json prints log-likelihood, bits/dim and the KL gap" \
@@ -126,7 +130,9 @@ check "logprob: their mean equals eval's mean_log_prob ($lmean, $mean)" close_to
 nfrun fit train.h5 --flow "2*(affine-coupling(hidden=8), permute(order=reverse))" --no-standardize --steps 30 \
     --threads 1 --quiet -o spec.h5 2>"$T/err"
 nfrun info spec.h5 >"$T/info" 2>&1
-check "fit with an explicit spec and --no-standardize" grep -qE '^flow spec +affine-coupling.*permute' "$T/info"
+check "fit with an explicit spec and --no-standardize: info shows the spec as given, 4 bijectors" \
+    bash -c "grep -qxF 'flow spec       2*(affine-coupling(hidden=8), permute(order=reverse))' '$T/info' &&
+             grep -q '^bijectors  *4 ' '$T/info'"
 nfrun fit train.h5 "${FLOW[@]}" --val test.h5 --epochs 2 --batch 500 --threads 1 --quiet -o val.h5 2>"$T/err"
 nfrun info val.h5 >"$T/info" 2>&1
 check "fit --val FILE --epochs 2: validates on the file, stops after 2 epochs" \
@@ -136,7 +142,7 @@ nfrun fit --resume model.h5 >"$T/out" 2>"$T/err"
 rc=$?
 check "fit --resume of a finished run: exit 0, says so, leaves the file alone" \
     bash -c "[ $rc = 0 ] && grep -q 'already finished' '$T/err' && cmp -s model.h5 model.before"
-nfrun fit train.h5 "${FLOW[@]}" --steps 300 --batch 256 --lr 3e-3 --seed 5 --threads 1 --quiet -o twin.h5 2>/dev/null
+nfrun fit train.h5 "${TRAIN[@]}" --quiet -o twin.h5 2>/dev/null
 j1=$(nfrun eval model.h5 test.h5 --json 2>&1)
 j2=$(nfrun eval twin.h5 test.h5 --json 2>&1)
 check "fit is reproducible: same settings and seed, same evaluation" test "$j1" = "$j2"

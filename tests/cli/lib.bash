@@ -51,6 +51,26 @@ finish() {
     exit 1
 }
 
+# Background processes: bg_forget once waited for (so cleanup never signals a reused pid);
+# wait_bg PID LIMIT waits, killing PID with SIGKILL if it runs LIMIT seconds longer, and returns
+# its exit status.
+bg_forget() { BG_PIDS=$(echo " $BG_PIDS " | sed "s/ $1 / /g"); }
+wait_bg() {
+    local pid=$1 limit=$2 dog st
+    (
+        n=$((limit * 10))
+        while [ $n -gt 0 ]; do sleep 0.1; n=$((n - 1)); done
+        kill -9 "$pid" 2>/dev/null
+    ) &
+    dog=$!
+    wait "$pid"
+    st=$?
+    kill "$dog" 2>/dev/null
+    wait "$dog" 2>/dev/null
+    bg_forget "$pid"
+    return $st
+}
+
 # nf with a time limit, so a hang fails the check instead of the whole run.
 nfrun() { timeout -k 5 "${NF_CLI_TIMEOUT:-120}" "$NF" "$@"; }
 
