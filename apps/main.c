@@ -1,6 +1,8 @@
 /* apps/main.c - the nf command: dispatch to one subcommand per file. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apps/commands.h"
 #include "core/error.h"
@@ -39,8 +41,21 @@ static void usage(FILE *out)
                  "  nf plot model.h5 --data test.h5 -o density.png\n");
 }
 
+/* OpenMP threads that spin while OpenBLAS's own threads work fight over the cores: on two busy
+ * cores a spinning wait policy made training 4x slower.  libgomp reads OMP_WAIT_POLICY only when it
+ * loads, so set it and run ourselves again once (the user's own setting always wins). */
+static void prefer_passive_waiting(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("NF_NO_REEXEC")) return;
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    setenv("NF_NO_REEXEC", "1", 1);
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the default policy */
+}
+
 int main(int argc, char **argv)
 {
+    prefer_passive_waiting(argv);
     if (argc < 2 || cli_is_help(argv[1]) || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -27,13 +27,6 @@
 
 static const double LOG_2PI = 1.8378770664093453;
 
-/* flows/registry.c still declares the bijector types weak, and a weak reference does not pull an
- * object out of a static libnf.a: name the ones SPEC uses so they are linked in (not needed with
- * libnf.so, or once the registry refers to its types strongly). */
-extern const nf_bijector_type nf_bijector_standardize, nf_bijector_affine_coupling, nf_bijector_permute;
-const nf_bijector_type *const fit_and_sample_types[] = {&nf_bijector_standardize, &nf_bijector_affine_coupling,
-                                                        &nf_bijector_permute};
-
 /* n banana points (n, 2); logp (n) receives their exact log-density if not NULL. */
 static void make_banana(nf_real *x, double *logp, size_t n, uint64_t seed)
 {

@@ -256,19 +256,35 @@ int nf_flow_sample_backward(nf_flow *f, const nf_real *dx, const nf_real *dlogp,
 int nf_flow_init_data(nf_flow *f, const nf_real *x, const nf_real *ctx, int n)
 {
     if (n <= 0) return NF_OK;
-    NF_TRY(reserve(f, n));
-    memcpy(level(f, 0, n), x, (size_t)n * f->dim * sizeof(nf_real));
-    memset(f->ld, 0, (size_t)n * sizeof(nf_real));
-    int rc = NF_OK;
-    for (int i = 0; rc == NF_OK && i < f->nb; i++) {
+    int last = -1; /* the last bijector that wants data */
+    for (int i = 0; i < f->nb; i++)
+        if (f->b[i].type->init_data) last = i;
+    if (last < 0) return NF_OK;
+    /* The data passes through the chain in chunks (the workspace stays batch-sized); only the
+     * current level is kept whole, for the statistics. */
+    enum { CHUNK = 4096 };
+    size_t nd = (size_t)n * f->dim;
+    nf_real *cur = malloc(nd * sizeof(nf_real)), *next = malloc(nd * sizeof(nf_real));
+    int rc = cur && next ? reserve(f, n < CHUNK ? n : CHUNK) : nf_error(NF_ENOMEM, "out of memory initialising from %d samples", n);
+    if (rc == NF_OK) memcpy(cur, x, nd * sizeof(nf_real));
+    for (int i = 0; rc == NF_OK && i <= last; i++) {
         nf_bijector *b = &f->b[i];
         int training = b->training;
         b->training = 0; /* pass the data on without touching batch statistics or ActNorm */
-        if (b->type->init_data) rc = b->type->init_data(b, level(f, i, n), n);
-        if (rc == NF_OK)
-            rc = b->type->forward(b, level(f, i + 1, n), f->ld, level(f, i, n), ctx, n, f->ws + f->ws_off[i]);
+        if (b->type->init_data) rc = b->type->init_data(b, cur, n);
+        for (int at = 0; rc == NF_OK && i < last && at < n; at += CHUNK) {
+            int m = n - at < CHUNK ? n - at : CHUNK;
+            memset(f->ld, 0, (size_t)m * sizeof(nf_real));
+            rc = b->type->forward(b, next + (size_t)at * f->dim, f->ld, cur + (size_t)at * f->dim,
+                                  ctx ? ctx + (size_t)at * f->ctx_dim : NULL, m, f->ws + f->ws_off[i]);
+        }
         b->training = training;
+        nf_real *t = cur;
+        cur = next;
+        next = t;
     }
+    free(cur);
+    free(next);
     f->last_dir = 0;
     return rc;
 }

@@ -34,9 +34,10 @@ chmod 555 rodir
 can_deny=1
 if cat unreadable.h5 >/dev/null 2>&1; then can_deny=0; fi   # root reads and writes anything
 
-# Every path under $W with its type, mode, inode, size and modification time (to the nanosecond):
+# Every path under $W, and each file's mode, inode, size and modification time (to the nanosecond):
 # a new file, a file replaced (atomic writes make a new inode) or rewritten in place all show.
-snapshot() { (cd "$W" && find . -printf '%y %m %i %s %T@ %p\n' | LC_ALL=C sort); }
+snapshot() { (cd "$W" && { find . -type f -printf 'f %m %i %s %T@ %p\n'; find . ! -type f -printf '%y %m %p\n'; } |
+    LC_ALL=C sort); }
 # The contents of every file, compared once at the end: byte-identical after all the failures.
 hashes() { (cd "$W" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum 2>&1); }
 
