@@ -79,20 +79,6 @@ static void actnorm_initialise(nf_bijector *b, const nf_real *x, int n)
     b->S->value[st->init] = 1;
 }
 
-/* Output and log-determinant must be finite; names the bijector otherwise. */
-static int actnorm_check(const nf_bijector *b, const nf_real *out, const nf_real *logdet, int n, const char *dir)
-{
-    const size_t nd = (size_t)n * b->dim;
-    for (int i = 0; i < n; i++)
-        if (!isfinite(logdet[i]))
-            return nf_error(NF_ENONFINITE, "%s: %s log-determinant of row %d is not finite", b->name, dir, i);
-    for (size_t k = 0; k < nd; k++)
-        if (!isfinite(out[k]))
-            return nf_error(NF_ENONFINITE, "%s: %s output row %zu column %zu is not finite", b->name, dir,
-                            k / (size_t)b->dim, k % (size_t)b->dim);
-    return NF_OK;
-}
-
 /* y_ij = (x_ij - b_j) e^{s_j};  log|det| = sum_j s_j (the same for every row). */
 static int actnorm_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
                            nf_real *ws)
@@ -110,7 +96,7 @@ static int actnorm_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf
         for (int j = 0; j < D; j++) yi[j] = (xi[j] - loc[j]) * (nf_real)exp((double)s[j]);
         logdet[i] += (nf_real)ld;
     }
-    return actnorm_check(b, y, logdet, n, "forward");
+    return nf_bijector_check_output(b, y, logdet, n, "forward");
 }
 
 /* x_ij = y_ij e^{-s_j} + b_j;  log|det| = -sum_j s_j. */
@@ -129,7 +115,7 @@ static int actnorm_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf
         for (int j = 0; j < D; j++) xi[j] = yi[j] * (nf_real)exp(-(double)s[j]) + loc[j];
         logdet[i] -= (nf_real)ld;
     }
-    return actnorm_check(b, x, logdet, n, "inverse");
+    return nf_bijector_check_output(b, x, logdet, n, "inverse");
 }
 
 /* dL/dx_ij = dy_ij e^{s_j};  dL/db_j = -sum_i dy_ij e^{s_j};

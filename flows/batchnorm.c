@@ -72,19 +72,6 @@ static size_t batchnorm_workspace(const nf_bijector *b, int n)
     return 2 * (size_t)b->dim + 1;
 }
 
-static int batchnorm_check(const nf_bijector *b, const nf_real *out, const nf_real *logdet, int n, const char *dir)
-{
-    const size_t nd = (size_t)n * b->dim;
-    for (int i = 0; i < n; i++)
-        if (!isfinite(logdet[i]))
-            return nf_error(NF_ENONFINITE, "%s: %s log-determinant of row %d is not finite", b->name, dir, i);
-    for (size_t k = 0; k < nd; k++)
-        if (!isfinite(out[k]))
-            return nf_error(NF_ENONFINITE, "%s: %s output row %zu column %zu is not finite", b->name, dir,
-                            k / (size_t)b->dim, k % (size_t)b->dim);
-    return NF_OK;
-}
-
 /* Fill ws with (mu (D), r (D), batch flag): batch statistics of x (updating the running averages) in
  * training mode, the running averages otherwise. */
 static void batchnorm_stats(nf_bijector *b, const nf_real *x, int n, int batch, nf_real *ws)
@@ -136,7 +123,7 @@ static int batchnorm_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const 
         for (int j = 0; j < D; j++) yi[j] = (xi[j] - mu[j]) * r[j] * (nf_real)exp((double)g[j]) + beta[j];
         logdet[i] += (nf_real)ld;
     }
-    return batchnorm_check(b, y, logdet, n, "forward");
+    return nf_bijector_check_output(b, y, logdet, n, "forward");
 }
 
 /* x_ij = (y_ij - beta_j) e^{-g_j} / r_j + mu_j with the running averages;
@@ -158,7 +145,7 @@ static int batchnorm_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const 
         for (int j = 0; j < D; j++) xi[j] = (nf_real)(((double)yi[j] - beta[j]) * exp(-(double)g[j]) / r[j] + mu[j]);
         logdet[i] -= (nf_real)ld;
     }
-    return batchnorm_check(b, x, logdet, n, "inverse");
+    return nf_bijector_check_output(b, x, logdet, n, "inverse");
 }
 
 /* With xhat = (x - mu) r, a = e^g, U = sum_i dlogdet_i:

@@ -1,6 +1,7 @@
 /* flows/bijector.c - creating and destroying bijector instances; defaults shared by all types. */
 #include "flows/bijector.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,4 +43,17 @@ void nf_bijector_destroy(nf_bijector *b)
         b->state = NULL;
         b->type = NULL;
     }
+}
+
+int nf_bijector_check_output(const nf_bijector *b, const nf_real *out, const nf_real *logdet, int n, const char *dir)
+{
+    const size_t nd = (size_t)n * b->dim;
+    for (int i = 0; i < n; i++)
+        if (!isfinite(logdet[i]))
+            return nf_error(NF_ENONFINITE, "%s: %s log-determinant of row %d is not finite", b->name, dir, i);
+    for (size_t k = 0; k < nd; k++)
+        if (!isfinite(out[k]))
+            return nf_error(NF_ENONFINITE, "%s: %s output row %zu column %zu is not finite", b->name, dir,
+                            k / (size_t)b->dim, k % (size_t)b->dim);
+    return NF_OK;
 }

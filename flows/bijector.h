@@ -84,6 +84,9 @@ struct nf_bijector_type {
 int nf_bijector_create(nf_bijector *b, const nf_bijector_type *type, int dim, int ctx_dim, const char *name,
                        const char *options, nf_params *P, nf_params *S, nf_rng *rng);
 void nf_bijector_destroy(nf_bijector *b);
+/* NF_ENONFINITE naming the bijector, the direction ("forward"/"inverse") and the first bad row if
+ * an output or a log-determinant is NaN or infinite; every forward/inverse ends with this check. */
+int nf_bijector_check_output(const nf_bijector *b, const nf_real *out, const nf_real *logdet, int n, const char *dir);
 
 /* The registry of types by spec name (flows/registry.c): nf_bijector_ntypes entries. */
 extern const nf_bijector_type *const nf_bijector_types[];

@@ -149,20 +149,6 @@ static double fc_kernel_spectra(const nf_bijector *b, nf_real *Ks)
     return ld;
 }
 
-static int fc_check(const nf_bijector *b, const nf_real *out, const nf_real *logdet, int n, const char *dir)
-{
-    const size_t nd = (size_t)n * b->dim;
-    for (int i = 0; i < n; i++)
-        if (!isfinite(logdet[i]))
-            return nf_error(NF_ENONFINITE, "%s: %s log-determinant of row %d is not finite (kernel spectrum has a zero?)",
-                            b->name, dir, i);
-    for (size_t k = 0; k < nd; k++)
-        if (!isfinite(out[k]))
-            return nf_error(NF_ENONFINITE, "%s: %s output row %zu column %zu is not finite", b->name, dir,
-                            k / (size_t)b->dim, k % (size_t)b->dim);
-    return NF_OK;
-}
-
 /* Y_q = K_q X_q, y_q = c2r(Y_q) / N;  log|det| = sum_q sum_w log|K_q(w)|. */
 static int fftconv_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
                            nf_real *ws)
@@ -186,7 +172,7 @@ static int fftconv_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf
             fc_c2r(st, S1, y + off);
         }
     for (int i = 0; i < n; i++) logdet[i] += (nf_real)ld;
-    return fc_check(b, y, logdet, n, "forward");
+    return nf_bijector_check_output(b, y, logdet, n, "forward");
 }
 
 /* X_q = Y_q / K_q, x_q = c2r(X_q) / N;  log|det| = -sum_q sum_w log|K_q(w)|.  Refuses a (nearly)
@@ -228,7 +214,7 @@ static int fftconv_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf
             fc_c2r(st, S1, x + off);
         }
     for (int i = 0; i < n; i++) logdet[i] -= (nf_real)ld;
-    return fc_check(b, x, logdet, n, "inverse");
+    return nf_bijector_check_output(b, x, logdet, n, "inverse");
 }
 
 /* dlogdet/dk_q[j] = sum_w e^{-2 pi i w.j/N} / K_q(w) = sum_w conj(1/K_q(w)) e^{+2 pi i w.j/N}

@@ -128,19 +128,6 @@ static size_t lu_workspace(const nf_bijector *b, int n)
     return 6 * D * D + 2 * (size_t)(n > 0 ? n : 0) * D;
 }
 
-static int lu_check(const nf_bijector *b, const nf_real *out, const nf_real *logdet, int n, const char *dir)
-{
-    const size_t nd = (size_t)n * b->dim;
-    for (int i = 0; i < n; i++)
-        if (!isfinite(logdet[i]))
-            return nf_error(NF_ENONFINITE, "%s: %s log-determinant of row %d is not finite", b->name, dir, i);
-    for (size_t k = 0; k < nd; k++)
-        if (!isfinite(out[k]))
-            return nf_error(NF_ENONFINITE, "%s: %s output row %zu column %zu is not finite", b->name, dir,
-                            k / (size_t)b->dim, k % (size_t)b->dim);
-    return NF_OK;
-}
-
 /* Lf = L, Uf = U + diag(sign e^{log_s}); with_w: W = P Lf Uf as well (dW holds Lf Uf on the way). */
 static void lu_assemble(const nf_bijector *b, nf_real *ws, int with_w)
 {
@@ -179,7 +166,7 @@ static int lu_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real
     double ld = 0;
     for (int j = 0; j < D; j++) ld += ls[j];
     for (int i = 0; i < n; i++) logdet[i] += (nf_real)ld;
-    return lu_check(b, y, logdet, n, "forward");
+    return nf_bijector_check_output(b, y, logdet, n, "forward");
 }
 
 /* X W^T = Y - bias with W^T = U'^T L^T P^T:  X U'^T L^T = (Y - bias) P, solved by two right-side
@@ -205,7 +192,7 @@ static int lu_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real
     double ld = 0;
     for (int j = 0; j < D; j++) ld += ls[j];
     for (int i = 0; i < n; i++) logdet[i] -= (nf_real)ld;
-    return lu_check(b, x, logdet, n, "inverse");
+    return nf_bijector_check_output(b, x, logdet, n, "inverse");
 }
 
 /* From dL/dW (in the dW slot) to the factors:  dM = P^T dW ((dM)_{perm_i} = (dW)_i),
