@@ -379,6 +379,14 @@ int nf_cmd_fit(int argc, char **argv)
                                           "with a spec, write the options in the spec");
             goto out;
         }
+        /* Build the spec as the user wrote it first, so an error points at their text, not at
+         * the standardize layer put in front of it. */
+        if ((rc = nf_flow_create(&flow, body, (int)train.d, (int)train.c, a.cfg.seed)) != NF_OK) {
+            nf_error_context(rc, "--flow");
+            goto fail;
+        }
+        nf_flow_free(flow);
+        flow = NULL;
         char full[1 << 15];
         snprintf(full, sizeof full, "%s%s", a.standardize ? "standardize, " : "", body);
         if ((rc = nf_flow_create(&flow, full, (int)train.d, (int)train.c, a.cfg.seed)) != NF_OK) {
