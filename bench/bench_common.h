@@ -56,6 +56,15 @@ static inline double bench_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* CPU time of the whole process (all threads): with one thread it is what the work took when the
+ * core was ours, whatever else the machine was doing. */
+static inline double bench_cpu(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static inline void bench_die(const char *what)
 {
     fprintf(stderr, "bench: %s: %s\n", what, nf_strerror_last());
@@ -150,6 +159,13 @@ static inline int bench_count_type(const nf_flow *f, const char *type)
     int k = 0;
     for (int i = 0; i < f->nb; i++) k += !strcmp(f->b[i].type->name, type);
     return k;
+}
+
+static inline int bench_flag(int argc, char **argv, const char *flag)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], flag)) return 1;
+    return 0;
 }
 
 static inline int bench_int_arg(int argc, char **argv, const char *flag, int def)

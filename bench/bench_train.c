@@ -1,81 +1,86 @@
 /* bench/bench_train.c - training throughput of one configuration, and its GEMM-bound rate.
  *
- *   bench_train CONFIG [--steps N] [--warmup W] [--repeats R] [--threads T]
+ *   bench_train CONFIG [--steps N] [--warmup W] [--repeats R] [--threads T] [--max-seconds S] [--no-replay]
  *
  * Times R blocks of N optimizer steps (zero gradients, nf_flow_nll_step, Adam) after W warm-up steps
- * and keeps the fastest block.  Then the GEMM bound: linked with -Wl,--wrap=cblas_sgemm, the program
- * records every matrix product one training step issues (shapes, transposes, strides and the memory
- * they touch), copies that memory into a shadow arena laid out the same way (so products that read
- * what an earlier one wrote still do, and the same bytes stay in cache), and replays the products
- * alone, R blocks of N steps, fastest block kept.  The time of a step's products alone bounds its
- * step rate: steps_per_sec / gemm_bound_steps_per_sec is the fraction of the bound reached.
+ * and keeps the fastest block (N is lowered so the blocks take about S seconds in all, at least 3
+ * steps each, when one step is very slow, as on a machine busy with other work).
+ *
+ * The GEMM bound: linked with -Wl,--wrap=nf_gemm, the program records every matrix product one
+ * training step asks of core/blas.c (shapes, transposes, strides and the memory they touch), copies
+ * that memory into a shadow arena laid out the same way (so products that read what an earlier one
+ * wrote still do, and the same bytes stay in cache), and replays the products alone through nf_gemm,
+ * R blocks of N steps, fastest block kept: the step rate if a step were nothing but its products.
+ * Products made by OpenMP threads on their share of the rows are replayed by the same threads.
+ * The same calls replayed through OpenBLAS's cblas_sgemm (T threads) give the machine's sgemm rate
+ * for the same shapes.
  *
  * FLOPs: executed = sum of 2 M N K over the recorded products (what the library actually multiplies,
- * after skipping masked zero blocks if it does); dense = 6 n * (all linear weights) (what a dense
+ * after skipping masked zero blocks where it does); dense = 6 n * (all linear weights) (what a dense
  * implementation such as the PyTorch reference multiplies).  Prints one JSON object.
  */
 #include <cblas.h>
+#include <stdint.h>
 
 #include "bench/bench_common.h"
 
-/* ---- recording cblas_sgemm ---------------------------------------------------------------------- */
+void openblas_set_num_threads(int num_threads);
+
+/* ---- recording nf_gemm ---------------------------------------------------------------------------- */
 
 typedef struct gemm_call {
     int ta, tb, M, N, K, lda, ldb, ldc;
-    float alpha, beta;
-    const float *A, *B;
-    float *C;
-    int in_parallel;
+    nf_real alpha, beta;
+    const nf_real *A, *B;
+    nf_real *C;
+    int in_parallel, thread; /* made inside an OpenMP parallel region, by which thread */
 } gemm_call;
 
-void __real_cblas_sgemm(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint M, blasint N, blasint K,
-                        float alpha, const float *A, blasint lda, const float *B, blasint ldb, float beta, float *C,
-                        blasint ldc);
-void __wrap_cblas_sgemm(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint M, blasint N, blasint K,
-                        float alpha, const float *A, blasint lda, const float *B, blasint ldb, float beta, float *C,
-                        blasint ldc);
+void __real_nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
+                    const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc);
+void __wrap_nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
+                    const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc);
 
 static int recording;
 static gemm_call *calls;
 static int ncalls, capcalls;
 
-void __wrap_cblas_sgemm(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint M, blasint N, blasint K,
-                        float alpha, const float *A, blasint lda, const float *B, blasint ldb, float beta, float *C,
-                        blasint ldc)
+void __wrap_nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
+                    const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
 {
-    if (recording) {
+    if (recording && M > 0 && N > 0) {
 #pragma omp critical(bench_record)
         {
-            if (o != CblasRowMajor) {
-                fprintf(stderr, "bench_train: column-major sgemm call not supported by the recorder\n");
-                exit(1);
-            }
             if (ncalls == capcalls) {
                 capcalls = capcalls ? 2 * capcalls : 256;
                 calls = realloc(calls, (size_t)capcalls * sizeof *calls);
                 if (!calls) exit(1);
             }
-            calls[ncalls++] = (gemm_call){ta == CblasTrans, tb == CblasTrans, M, N, K, lda, ldb, ldc, alpha, beta,
-                                          A, B, C, omp_in_parallel()};
+            calls[ncalls++] = (gemm_call){transA != 0, transB != 0, M, N, K, lda, ldb, ldc, alpha, beta,
+                                          A, B, C, omp_in_parallel(), omp_get_thread_num()};
         }
     }
-    __real_cblas_sgemm(o, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    __real_nf_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ---- the shadow arena ------------------------------------------------------------------------------ */
 
 typedef struct span {
     const char *lo, *hi;
-    float *copy, *saved;
+    nf_real *copy, *saved; /* copy keeps lo's alignment modulo 64 bytes */
+    void *block;
 } span;
 
 /* Bytes a row-major (rows x cols) operand with stride ld spans. */
-static size_t extent(int rows, int cols, int ld) { return rows > 0 ? ((size_t)(rows - 1) * ld + cols) * 4 : 0; }
+static size_t extent(int rows, int cols, int ld)
+{
+    return rows > 0 && cols > 0 ? ((size_t)(rows - 1) * ld + cols) * sizeof(nf_real) : 0;
+}
 
 static int cmp_span(const void *a, const void *b)
 {
-    const span *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
+    uintptr_t x = (uintptr_t)((const span *)a)->lo, y = (uintptr_t)((const span *)b)->lo;
+    return x < y ? -1 : x > y;
 }
 
 static span *spans;
@@ -103,32 +108,34 @@ static void build_arena(void)
     qsort(s, (size_t)k, sizeof *s, cmp_span);
     int m = 0;
     for (int i = 0; i < k; i++) {
-        if (m && s[i].lo <= s[m - 1].hi) {
-            if (s[i].hi > s[m - 1].hi) s[m - 1].hi = s[i].hi;
+        if (m && (uintptr_t)s[i].lo <= (uintptr_t)s[m - 1].hi) { /* overlapping or touching: merge */
+            if ((uintptr_t)s[i].hi > (uintptr_t)s[m - 1].hi) s[m - 1].hi = s[i].hi;
         } else {
             s[m++] = s[i];
         }
     }
     for (int i = 0; i < m; i++) {
         size_t bytes = (size_t)(s[i].hi - s[i].lo);
-        s[i].copy = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        size_t mis = (size_t)((uintptr_t)s[i].lo % 64);
+        s[i].block = aligned_alloc(64, (bytes + mis + 63) / 64 * 64);
+        s[i].copy = s[i].block ? (nf_real *)((char *)s[i].block + mis) : NULL;
         s[i].saved = malloc(bytes);
-        if (!s[i].copy || !s[i].saved) bench_die("arena allocation");
+        if (!s[i].block || !s[i].saved) bench_die("arena allocation");
         memcpy(s[i].saved, s[i].lo, bytes);
     }
     spans = s;
     nspans = m;
 }
 
-static float *shadow(const void *p)
+static nf_real *shadow(const void *p)
 {
     int lo = 0, hi = nspans - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (spans[mid].lo <= (const char *)p) lo = mid;
+        if ((uintptr_t)spans[mid].lo <= (uintptr_t)p) lo = mid;
         else hi = mid - 1;
     }
-    return (float *)((char *)spans[lo].copy + ((const char *)p - spans[lo].lo));
+    return (nf_real *)((char *)spans[lo].copy + ((const char *)p - spans[lo].lo));
 }
 
 static void reset_arena(void)
@@ -136,12 +143,64 @@ static void reset_arena(void)
     for (int i = 0; i < nspans; i++) memcpy(spans[i].copy, spans[i].saved, (size_t)(spans[i].hi - spans[i].lo));
 }
 
-static void replay_step(const gemm_call *r, int n)
+static void replay_one(const gemm_call *r)
+{
+    __real_nf_gemm(r->ta, r->tb, r->M, r->N, r->K, r->alpha, r->A, r->lda, r->B, r->ldb, r->beta, r->C, r->ldc);
+}
+
+/* Calls the library made from inside a parallel region (each thread on its share of the rows) are
+ * replayed the same way: each run of them in one parallel region, every thread replaying its own
+ * calls in order (the library's barriers inside a run are not reproduced). */
+static int replay_threads = 1;
+
+static void replay_nf(const gemm_call *r, int n)
+{
+    for (int i = 0; i < n;) {
+        if (!r[i].in_parallel) {
+            replay_one(&r[i++]);
+            continue;
+        }
+        int j = i;
+        while (j < n && r[j].in_parallel) j++;
+#pragma omp parallel num_threads(replay_threads)
+        {
+            const int t = omp_get_thread_num();
+            for (int k = i; k < j; k++)
+                if (r[k].thread == t) replay_one(&r[k]);
+        }
+        i = j;
+    }
+}
+
+static void replay_openblas(const gemm_call *r, int n)
 {
     for (int i = 0; i < n; i++)
-        __real_cblas_sgemm(CblasRowMajor, r[i].ta ? CblasTrans : CblasNoTrans, r[i].tb ? CblasTrans : CblasNoTrans,
-                           r[i].M, r[i].N, r[i].K, r[i].alpha, r[i].A, r[i].lda, r[i].B, r[i].ldb, r[i].beta, r[i].C,
-                           r[i].ldc);
+#ifdef NF_DOUBLE
+        cblas_dgemm(
+#else
+        cblas_sgemm(
+#endif
+            CblasRowMajor, r[i].ta ? CblasTrans : CblasNoTrans, r[i].tb ? CblasTrans : CblasNoTrans, r[i].M, r[i].N,
+            r[i].K, r[i].alpha, r[i].A, r[i].lda, r[i].B, r[i].ldb, r[i].beta, r[i].C, r[i].ldc);
+}
+
+/* Fastest of reps blocks of steps replays (arena reset before each block, outside the timing);
+ * *cpu receives the least CPU time of a block. */
+static double time_replay(void (*replay)(const gemm_call *, int), const gemm_call *r, int n, int steps, int reps,
+                          double *cpu)
+{
+    double best = INFINITY;
+    *cpu = INFINITY;
+    for (int k = 0; k < reps; k++) {
+        reset_arena();
+        replay(r, n);
+        double t0 = bench_now(), c0 = bench_cpu();
+        for (int i = 0; i < steps; i++) replay(r, n);
+        double dt = bench_now() - t0, dc = bench_cpu() - c0;
+        if (dt < best) best = dt;
+        if (dc < *cpu) *cpu = dc;
+    }
+    return best;
 }
 
 /* ---- main ---------------------------------------------------------------------------------------- */
@@ -150,11 +209,13 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || !bench_find(argv[1])) {
         fprintf(stderr, "usage: bench_train maf|realnvp|nsf|maf-small [--steps N] [--warmup W] [--repeats R] "
-                        "[--threads T]\n");
+                        "[--threads T] [--max-seconds S]\n");
         return 2;
     }
     const bench_config *c = bench_find(argv[1]);
-    const int steps = bench_int_arg(argc, argv, "--steps", 50), warm = bench_int_arg(argc, argv, "--warmup", 10);
+    int steps = bench_int_arg(argc, argv, "--steps", 50);
+    const int warm = bench_int_arg(argc, argv, "--warmup", 10);
+    const double max_seconds = bench_int_arg(argc, argv, "--max-seconds", 20);
     const int reps = bench_int_arg(argc, argv, "--repeats", 3), threads = bench_int_arg(argc, argv, "--threads", 1);
     bench_threads(threads);
 
@@ -168,8 +229,15 @@ int main(int argc, char **argv)
 
     for (int i = 0; i < warm; i++) bench_step(&t);
     recording = 1;
+    double t1 = bench_now();
     bench_step(&t);
+    t1 = bench_now() - t1;
     recording = 0;
+    /* On a busy machine a step can be many times slower than usual: cap the timed part. */
+    if (t1 * steps * reps > max_seconds) {
+        steps = (int)(max_seconds / (t1 * reps));
+        if (steps < 3) steps = 3;
+    }
     int inpar = 0;
     double flops = 0;
     for (int i = 0; i < ncalls; i++) {
@@ -177,12 +245,23 @@ int main(int argc, char **argv)
         flops += 2.0 * calls[i].M * calls[i].N * calls[i].K;
     }
 
-    double best = INFINITY;
+    double best = INFINITY, best_cpu = INFINITY; /* wall time of the fastest block; the least CPU time */
     for (int r = 0; r < reps; r++) {
-        double t0 = bench_now();
+        double t0 = bench_now(), c0 = bench_cpu();
         for (int i = 0; i < steps; i++) bench_step(&t);
-        double dt = bench_now() - t0;
+        double dt = bench_now() - t0, dc = bench_cpu() - c0;
         if (dt < best) best = dt;
+        if (dc < best_cpu) best_cpu = dc;
+    }
+
+    if (bench_flag(argc, argv, "--no-replay")) { /* for profiling the steps alone */
+        printf("{\"impl\": \"nf\", \"bench\": \"train-only\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, "
+               "\"seconds\": %.6f, \"cpu_seconds\": %.6f, \"steps_per_sec\": %.4f}\n",
+               c->name, threads, steps, best, best_cpu, steps / best);
+        free(calls);
+        free(data);
+        nf_flow_free(f);
+        return 0;
     }
 
     /* The same products alone, on the shadow arena. */
@@ -194,15 +273,12 @@ int main(int argc, char **argv)
         rc[i].B = shadow(calls[i].B);
         rc[i].C = shadow(calls[i].C);
     }
-    double gbest = INFINITY;
-    for (int r = 0; r < reps; r++) {
-        reset_arena();
-        replay_step(rc, ncalls);
-        double t0 = bench_now();
-        for (int i = 0; i < steps; i++) replay_step(rc, ncalls);
-        double dt = bench_now() - t0;
-        if (dt < gbest) gbest = dt;
-    }
+    double gcpu, ocpu;
+    replay_threads = threads;
+    double gbest = time_replay(replay_nf, rc, ncalls, steps, reps, &gcpu);
+    openblas_set_num_threads(threads);
+    double obest = time_replay(replay_openblas, rc, ncalls, steps, reps, &ocpu);
+    openblas_set_num_threads(1);
 
     const double sps = steps / best, gsps = steps / gbest, dense = bench_dense_flops(f, c->batch);
     printf("{\"impl\": \"nf\", \"bench\": \"train\", \"config\": \"%s\", \"dim\": %d, \"batch\": %d, \"threads\": %d, "
@@ -210,12 +286,16 @@ int main(int argc, char **argv)
            "\"gemm_calls_per_step\": %d, \"gemm_calls_in_parallel\": %d, \"gemm_seconds_per_step\": %.8f, "
            "\"gemm_bound_steps_per_sec\": %.4f, \"frac_of_gemm_bound\": %.4f, \"executed_flops_per_step\": %.6g, "
            "\"dense_flops_per_step\": %.6g, \"gflops\": %.3f, \"dense_equiv_gflops\": %.3f, \"gemm_gflops\": %.3f, "
+           "\"openblas_gemm_seconds_per_step\": %.8f, \"openblas_gflops\": %.3f, \"blas_backend\": \"%s\", "
+           "\"cpu_seconds\": %.6f, \"gemm_cpu_seconds_per_step\": %.8f, \"frac_of_gemm_bound_cpu\": %.4f, "
            "\"loss\": %.6f, \"spec\": \"%s\"}\n",
            c->name, c->dim, c->batch, threads, steps, reps, f->P->n, best, sps, ncalls, inpar, gbest / steps, gsps,
-           sps / gsps, flops, dense, flops * sps * 1e-9, dense * sps * 1e-9, flops * gsps * 1e-9, t.nll, spec);
+           sps / gsps, flops, dense, flops * sps * 1e-9, dense * sps * 1e-9, flops * gsps * 1e-9, obest / steps,
+           flops * steps / obest * 1e-9, nf_blas_get_backend() == NF_BLAS_NATIVE ? "native" : "openblas", best_cpu, gcpu / steps, gcpu / best_cpu,
+           t.nll, spec);
 
     for (int i = 0; i < nspans; i++) {
-        free(spans[i].copy);
+        free(spans[i].block);
         free(spans[i].saved);
     }
     free(spans);

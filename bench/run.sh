@@ -15,17 +15,17 @@
 # Knobs (environment):
 #   BENCH_QUICK=1               smoke run (~3-4 minutes): few steps everywhere
 #   BENCH_SKIP="quality,memory" phases to skip (the report keeps what earlier runs left in bench/out)
-#   BENCH_REPEATS               timed blocks per measurement, fastest kept          [3; quick 1]
+#   BENCH_REPEATS               timed blocks per measurement, fastest kept          [5; quick 1]
+#                               (sampling calls are short: twice as many)
 #   BENCH_NF_THREADS            nf thread counts to try                             ["1 2"]
 #   BENCH_TORCH_SETTINGS        torch settings THREADS:OPENBLAS_NUM_THREADS to try  ["1:1 2:1 1:2"]
 #   BENCH_QUALITY_STEPS         steps for checkerboard and 8gaussians (the targets) [5000; quick 100]
 #   BENCH_QUALITY_STEPS_OTHER   steps for the other quality sets                    [1000; quick 100]
-#   BENCH_QUALITY_SETS          which sets                                          [all seven]
+#   BENCH_QUALITY_SETS          which sets                       [all seven; quick: checkerboard 8gaussians teacher16]
 #   BENCH_QUALITY_TRAIN_N / BENCH_QUALITY_TEST_N  rows of the train and test files  [100000 / 20000]
 #   BENCH_MEM_STEPS             steps of the memory run                             [300; quick 30]
 set -u
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
 OUT=bench/out
 BIN=$OUT/bin
 mkdir -p "$BIN" "$OUT/q" "$OUT/models"
@@ -37,17 +37,22 @@ if [ "$QUICK" = 1 ]; then
     REPEATS=${BENCH_REPEATS:-1}; SCALE=5; WARM=2
     QSTEPS=${BENCH_QUALITY_STEPS:-100}; QSTEPS_OTHER=${BENCH_QUALITY_STEPS_OTHER:-100}
     QTRAIN=${BENCH_QUALITY_TRAIN_N:-20000}; QTEST=${BENCH_QUALITY_TEST_N:-5000}
-    MEM_STEPS=${BENCH_MEM_STEPS:-30}; JAC_PRETRAIN=100; SAMPLE_N=1024
+    MEM_STEPS=${BENCH_MEM_STEPS:-30}; JAC_PRETRAIN=50; SAMPLE_N=1024
+    QSETS_DEFAULT="checkerboard 8gaussians teacher16"
 else
-    REPEATS=${BENCH_REPEATS:-3}; SCALE=1; WARM=5
+    REPEATS=${BENCH_REPEATS:-5}; SCALE=1; WARM=5
     QSTEPS=${BENCH_QUALITY_STEPS:-5000}; QSTEPS_OTHER=${BENCH_QUALITY_STEPS_OTHER:-1000}
     QTRAIN=${BENCH_QUALITY_TRAIN_N:-100000}; QTEST=${BENCH_QUALITY_TEST_N:-20000}
     MEM_STEPS=${BENCH_MEM_STEPS:-300}; JAC_PRETRAIN=500; SAMPLE_N=2048
+    QSETS_DEFAULT="checkerboard 8gaussians rings moons crescent sinewave teacher16"
 fi
 NF_THREADS=${BENCH_NF_THREADS:-1 2}
 TORCH_SETTINGS=${BENCH_TORCH_SETTINGS:-1:1 2:1 1:2}
-QSETS=${BENCH_QUALITY_SETS:-checkerboard 8gaussians rings moons crescent sinewave teacher16}
+QSETS=${BENCH_QUALITY_SETS:-$QSETS_DEFAULT}
 CONFIGS="maf realnvp nsf maf-small"
+# nf's command re-executes itself with passive OpenMP waiting (apps/main.c: spinning threads are
+# many times slower on busy cores); the bench programs and PyTorch get the same environment.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 CMDS=$OUT/commands.txt
 ERR=$OUT/stderr.log
 : > "$CMDS"
@@ -84,8 +89,8 @@ CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -march=native -fopenmp -I."
 LIBS="$(pkg-config --cflags --libs gsl hdf5-serial fftw3 fftw3f cairo | sed 's/-lgslcblas//') -lopenblas -lgif -lm"
 for p in bench_train bench_sample bench_data bench_dump; do
     wrap=""
-    [ $p = bench_train ] && wrap="-Wl,--wrap=cblas_sgemm"
-    # --whole-archive: the bijector registry refers to the types weakly
+    [ $p = bench_train ] && wrap="-Wl,--wrap=nf_gemm"  # records the step's matrix products
+    # --whole-archive: every bijector type linked in, however the registry refers to them
     cmd="gcc $CFLAGS bench/$p.c -Wl,--whole-archive build/float/libnf.a -Wl,--no-whole-archive $wrap $LIBS -o $BIN/$p"
     echo "$cmd" >> "$CMDS"
     $cmd 2>> "$ERR" || { say "cannot compile bench/$p.c (see $ERR)"; exit 1; }
@@ -98,6 +103,7 @@ done
     echo "mem_gib=$(free -g | awk '/^Mem:/ {print $2}')"
     echo "openblas=$(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || dpkg-query -W -f='${Version}' libopenblas0 2>/dev/null)"
     echo "openblas_coretype=${OPENBLAS_CORETYPE:-unset}"
+    echo "omp_wait_policy=$OMP_WAIT_POLICY"
     echo "gcc=$(gcc -dumpfullversion)"
     echo "torch=$($PY -c 'import torch; print(torch.__version__)' 2>/dev/null)"
     echo "python=$($PY -c 'import sys; print(sys.version.split()[0])')"
@@ -142,12 +148,12 @@ if ! skip sample; then
     : > "$OUT/sample.jsonl"
     for c in $CONFIGS; do
         for t in $NF_THREADS; do
-            run "$OUT/sample.jsonl" "$BIN/bench_sample" "$c" --n "$SAMPLE_N" --repeats "$REPEATS" --threads "$t" \
+            run "$OUT/sample.jsonl" "$BIN/bench_sample" "$c" --n "$SAMPLE_N" --repeats $((2 * REPEATS)) --threads "$t" \
                 --pretrain $((200 / SCALE)) || say "nf sample $c failed"
         done
         for st in $TORCH_SETTINGS; do
             run "$OUT/sample.jsonl" env OPENBLAS_NUM_THREADS="${st#*:}" $PY bench/ref_bench.py sample "$c" \
-                --n "$SAMPLE_N" --repeats "$REPEATS" --threads "${st%%:*}" || say "torch sample $c failed"
+                --n "$SAMPLE_N" --repeats $((2 * REPEATS)) --threads "${st%%:*}" || say "torch sample $c failed"
         done
     done
 fi
@@ -179,7 +185,20 @@ quality_nf() {  # SET STEPS TRAIN TEST
     fi
     printf '%s\n' "$NF eval $model $4 --json" >> "$CMDS"
     if ev=$("$NF" eval "$model" "$4" --json 2>> "$ERR"); then
-        echo "$ev" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); d.update(impl='nf', bench='quality', name='$name', steps=$steps); print(json.dumps(d))"
+        # the gap's standard error from the per-point log-densities (nf eval prints it, but not in --json)
+        run /dev/null "$NF" logprob "$model" "$4" -o "$OUT/q/$name.nf_logp.h5"
+        echo "$ev" | $PY -c "
+import json, sys, math, h5py
+d = json.loads(sys.stdin.read())
+d.update(impl='nf', bench='quality', name='$name', steps=$steps)
+try:
+    lp = h5py.File('$OUT/q/$name.nf_logp.h5', 'r')['logp'][...].astype('float64')
+    lt = h5py.File('$4', 'r')['logp_true'][...].astype('float64')
+    g = lt - lp
+    d['kl_gap_stderr'] = float(g.std(ddof=1) / math.sqrt(g.size))
+except Exception as e:
+    d['kl_gap_stderr_error'] = str(e)
+print(json.dumps(d))"
     else
         echo "{\"impl\": \"nf\", \"bench\": \"quality\", \"name\": \"$name\", \"steps\": $steps, \"error\": \"nf eval failed\"}"
     fi
@@ -247,7 +266,7 @@ EOF
     if /usr/bin/time -v "$NF" fit "$big" -o "$OUT/models/big.h5" --flow maf --steps "$MEM_STEPS" --threads 2 --quiet \
         2> "$tv"; then
         rss=$(sed -n 's/.*Maximum resident set size (kbytes): *//p' "$tv")
-        wall=$(sed -n 's/.*Elapsed (wall clock) time[^:]*: *//p' "$tv")
+        wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): *//p' "$tv")
         echo "{\"impl\": \"nf\", \"bench\": \"memory\", \"rows\": 1000000, \"cols\": 8, \"steps\": $MEM_STEPS," \
              "\"data_bytes\": 32000000, \"file_bytes\": $(stat -c %s "$big"), \"max_rss_kb\": $rss, \"wall\": \"$wall\"}" \
              >> "$OUT/memory.jsonl"

@@ -1,7 +1,34 @@
-/* core/blas.h - row-major matrix products over CBLAS (OpenBLAS), in the build's real type.
+/* core/blas.h - row-major matrix products in the build's real type.
  *
  *   C (M x N) = alpha * op(A) op(B) + beta * C,  op(A) is M x K, op(B) is K x N,
  * with lda/ldb/ldc the row strides of A, B and C as stored.  transA/transB are 0 or 1.
+ *
+ * Two implementations (backends):
+ *   native    our own AVX-512 kernel (core/blas.c), compiled in when the build targets AVX-512
+ *             (-march=native on such a machine).  It packs op(B) in strips of 2 vectors, broadcasts
+ *             op(A) in place and keeps a 12 x 2-vector tile of C in registers.  On the machine nf is
+ *             benchmarked on (AMD EPYC, AVX-512, OpenBLAS pinned to its Haswell kernels by
+ *             OPENBLAS_CORETYPE) it runs the network's products 1.4-1.9x faster than OpenBLAS.
+ *   openblas  CBLAS through OpenBLAS: every other machine, and on request.
+ * nf_gemv and nf_axpy always use OpenBLAS.
+ *
+ * Threads (decided by measuring on the 2-core benchmark VM, see core/threads.h):
+ *   - OpenBLAS's own threads are not used with the native backend (nf_blas_set_threads keeps it at
+ *     one thread): they spin while waiting and fought nf's OpenMP workers for two busy cores
+ *     (training was 4x slower).
+ *   - OpenMP regions are not used for products either: under OMP_WAIT_POLICY=PASSIVE (which nf sets,
+ *     so idle threads do not spin against busy cores) each region paid ~200 us of wake-ups in the VM,
+ *     as much as a network pass.
+ *   - Instead, networks (nn/) split whole passes over the batch's rows into parts of a small pool of
+ *     threads that spin briefly between jobs (core/threads.h), with one-thread products inside: two
+ *     or three hand-offs per network and step instead of one per product.  A product called outside
+ *     such a pass (over 4 MFLOP) is split the same way, by strips of columns or tiles of rows.
+ *   - Every element of C is summed in the same order whatever the split (tiles, strips and the
+ *     narrow-C path do not depend on M), so results do not depend on the thread count or on timing.
+ * nf_blas_get_threads() is how many threads a product or a network pass may use.
+ *
+ * The native kernel needs up to 48 KB of stack per thread (packed strip, narrow-C buffer) and
+ * allocates nothing.
  */
 #ifndef NF_BLAS_H
 #define NF_BLAS_H
@@ -15,7 +42,15 @@ void nf_gemv(int transA, int M, int N, nf_real alpha, const nf_real *A, int lda,
              nf_real beta, nf_real *y);
 /* y += alpha * x */
 void nf_axpy(int n, nf_real alpha, const nf_real *x, nf_real *y);
-/* Pin OpenBLAS to n threads (we thread batch loops ourselves with OpenMP). */
+/* Threads for one product (n >= 1; n <= 0 restores the default, omp_get_max_threads()). */
 void nf_blas_set_threads(int n);
+int nf_blas_get_threads(void);
+
+typedef enum nf_blas_backend { NF_BLAS_AUTO = 0, NF_BLAS_OPENBLAS = 1, NF_BLAS_NATIVE = 2 } nf_blas_backend;
+/* Pick the backend: AUTO (the default) is NATIVE where compiled in.  Returns the backend now in use
+ * (NF_BLAS_OPENBLAS when NATIVE was asked for but is not compiled in).  Not thread-safe: call it
+ * before the products start, as nf_blas_set_threads. */
+nf_blas_backend nf_blas_set_backend(nf_blas_backend b);
+nf_blas_backend nf_blas_get_backend(void);
 
 #endif

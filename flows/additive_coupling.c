@@ -61,14 +61,9 @@ static int shift(nf_bijector *b, nf_real *out, const nf_real *in, const nf_real 
     for (int i = 0; i < n; i++) {
         nf_real *oi = out + (size_t)i * D;
         const nf_real *hi = h + (size_t)i * dt;
-        nf_real probe = 0; /* stays 0 unless some output is inf or NaN */
         for (int k = 0; k < dt; k++) oi[cp->trans[k]] += sign * hi[k];
-        for (int j = 0; j < D; j++) probe += 0 * oi[j];
-        if (probe != 0)
-            return nf_error(NF_ENONFINITE, "%s (%s): %s produced a non-finite output in row %d (non-finite input or "
-                            "context, or a diverged conditioner)", b->type->name, b->name, dir, i);
     }
-    return NF_OK;
+    return nf_coupling_check(b, dir, out, NULL, n);
 }
 
 /* forward: y_c = x_c, y_t = x_t + t(x_c);  logdet += 0. */

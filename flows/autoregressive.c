@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flows/fastmath.h"
 #include "flows/jacobi.h"
 
 int nf_ar_create(nf_ar *ar, nf_bijector *b, nf_opts *opts, nf_rng *rng, const nf_ar_elem *elem, const void *cfg,
@@ -74,7 +75,9 @@ void nf_ar_free(nf_ar *ar)
     ar->level_start = ar->level_dims = NULL;
 }
 
-/* Workspace regions (offsets in nf_reals). */
+/* Workspace regions (offsets in nf_reals).  The slow direction borrows the slow backward's
+ * regions: g, r, del, sp hold the active rows gathered (input, w, output, log T'), dtheta the row
+ * lists of the solver. */
 typedef struct ar_ws {
     size_t theta;   /* (n, D*P) conditioner output at the last pass */
     size_t dtheta;  /* (n, D*P) its gradient */
@@ -82,6 +85,8 @@ typedef struct ar_ws {
     size_t tmp;     /* (n, D) second Jacobi iterate; lambda in slow backward */
     size_t g, r, del, sp; /* (n, D) each, slow backward */
     size_t row;     /* (n) */
+    size_t ctx;     /* (n, C) the active rows' context, slow direction */
+    size_t cache;   /* the transform's cache (forward to backward), if it keeps one */
     size_t mlp;     /* the MADE's workspace */
     size_t total;
 } ar_ws;
@@ -92,14 +97,16 @@ static ar_ws layout(const nf_ar *ar, int n)
     size_t nd = (size_t)n * ar->D, ndp = nd * ar->P;
     w.theta = 0;
     w.dtheta = w.theta + ndp;
-    w.lde = w.dtheta + ndp;
+    w.lde = w.dtheta + (ndp > 2 * (size_t)n ? ndp : 2 * (size_t)n); /* also 2n ints */
     w.tmp = w.lde + nd;
     w.g = w.tmp + nd;
     w.r = w.g + nd;
     w.del = w.r + nd;
     w.sp = w.del + nd;
     w.row = w.sp + nd;
-    w.mlp = w.row + (size_t)n;
+    w.ctx = w.row + (size_t)n;
+    w.cache = w.ctx + (size_t)n * ar->C;
+    w.mlp = w.cache + (ar->elem->cache_size ? ar->elem->cache_size(ar->cfg, n, ar->D) : 0);
     w.total = w.mlp + nf_mlp_workspace(ar->made, n);
     return w;
 }
@@ -114,6 +121,7 @@ static int nonfinite(const nf_bijector *b, const char *dir, int row)
 
 static int check_rows(const nf_bijector *b, const char *dir, const nf_real *out, const nf_real *logdet, int n, int D)
 {
+    if (!nf_any_nonfinite(out, (size_t)n * D) && !nf_any_nonfinite(logdet, (size_t)n)) return NF_OK;
     for (int r = 0; r < n; r++) {
         nf_real probe = 0; /* stays 0 unless an entry is inf or NaN */
         for (int j = 0; j < D; j++) probe += 0 * out[(size_t)r * D + j];
@@ -129,45 +137,84 @@ int nf_ar_fast(nf_bijector *b, const nf_ar *ar, nf_real *w, nf_real *logdet, con
     ar_ws L = layout(ar, n);
     b->last_sweeps = 1;
     nf_mlp_forward(ar->made, b->P, ws + L.mlp, ws + L.theta, v, ar->C ? ctx : NULL, n);
-    ar->elem->forward(ar->cfg, w, logdet, NULL, v, ws + L.theta, n, ar->D, ar->D);
+    if (ar->elem->forward_cached)
+        ar->elem->forward_cached(ar->cfg, w, logdet, NULL, v, ws + L.theta, n, ar->D, ar->D, ws + L.cache);
+    else
+        ar->elem->forward(ar->cfg, w, logdet, NULL, v, ws + L.theta, n, ar->D, ar->D);
     return check_rows(b, "the fast (one-pass) direction", w, logdet, n, ar->D);
 }
 
-/* The sweep g(v) = T^-1(w; MADE(v)) for flows/jacobi.c, on the dims of degree lo..hi. */
+/* The sweep g(v) = T^-1(w; MADE(v)) for flows/jacobi.c, on the dims of degree lo..hi of the listed
+ * rows (all when rows is NULL).  A subset of rows is gathered into compact buffers first, so the MADE
+ * runs on those rows only. */
 typedef struct ar_sweep {
     const nf_ar *ar;
     const nf_params *P;
     const nf_real *w, *ctx;
-    int n;
     nf_real *mlp_ws, *theta, *lde;
+    nf_real *vc, *wc, *oc, *lc, *cc; /* (n, D) x4 and (n, C): the active rows */
 } ar_sweep;
 
-static int sweep(void *user, nf_real *v_new, const nf_real *v_old, int lo, int hi)
+static void inverse_dims(const nf_ar *ar, nf_real *out, nf_real *lde, const nf_real *w, const nf_real *theta, int m,
+                         int lo, int hi)
 {
-    ar_sweep *u = user;
-    const nf_ar *ar = u->ar;
     const int D = ar->D, P = ar->P;
-    nf_mlp_forward(ar->made, u->P, u->mlp_ws, u->theta, v_old, ar->C ? u->ctx : NULL, u->n);
     if (lo <= 1 && hi >= ar->depth) {
-        ar->elem->inverse(ar->cfg, v_new, NULL, u->lde, u->w, u->theta, u->n, D, D);
-        return NF_OK;
+        ar->elem->inverse(ar->cfg, out, NULL, lde, w, theta, m, D, D);
+        return;
     }
     for (int a = ar->level_start[lo - 1]; a < ar->level_start[hi]; a++) {
         int j = ar->level_dims[a];
-        ar->elem->inverse(ar->cfg, v_new + j, NULL, u->lde + j, u->w + j, u->theta + (size_t)j * P, u->n, 1, D);
+        ar->elem->inverse(ar->cfg, out + j, NULL, lde + j, w + j, theta + (size_t)j * P, m, 1, D);
+    }
+}
+
+static int sweep(void *user, nf_real *v_new, const nf_real *v_old, const int *rows, int m, int lo, int hi)
+{
+    ar_sweep *u = user;
+    const nf_ar *ar = u->ar;
+    const int D = ar->D, C = ar->C;
+    const size_t rb = (size_t)D * sizeof(nf_real);
+    if (!rows) {
+        nf_mlp_forward(ar->made, u->P, u->mlp_ws, u->theta, v_old, C ? u->ctx : NULL, m);
+        inverse_dims(ar, v_new, u->lde, u->w, u->theta, m, lo, hi);
+        return NF_OK;
+    }
+    for (int i = 0; i < m; i++) {
+        memcpy(u->vc + (size_t)i * D, v_old + (size_t)rows[i] * D, rb);
+        memcpy(u->wc + (size_t)i * D, u->w + (size_t)rows[i] * D, rb);
+        if (C) memcpy(u->cc + (size_t)i * C, u->ctx + (size_t)rows[i] * C, (size_t)C * sizeof(nf_real));
+    }
+    nf_mlp_forward(ar->made, u->P, u->mlp_ws, u->theta, u->vc, C ? u->cc : NULL, m);
+    inverse_dims(ar, u->oc, u->lc, u->wc, u->theta, m, lo, hi);
+    const int all = lo <= 1 && hi >= ar->depth;
+    for (int i = 0; i < m; i++) {
+        const size_t at = (size_t)rows[i] * D, ac = (size_t)i * D;
+        if (all) {
+            memcpy(v_new + at, u->oc + ac, rb);
+            memcpy(u->lde + at, u->lc + ac, rb);
+            continue;
+        }
+        for (int a = ar->level_start[lo - 1]; a < ar->level_start[hi]; a++) {
+            int j = ar->level_dims[a];
+            v_new[at + j] = u->oc[ac + j];
+            u->lde[at + j] = u->lc[ac + j];
+        }
     }
     return NF_OK;
 }
 
-/* slow: v = g(v) with g(v)_i = T^-1(w_i; theta_i(v)), from v = w;  logdet -= sum_i log T'(v_i; theta_i). */
+/* slow: v = g(v) with g(v)_i = T^-1(w_i; theta_i(v)), from v = w, each row until its own change is
+ * within tolerance;  logdet -= sum_i log T'(v_i; theta_i). */
 int nf_ar_slow(nf_bijector *b, const nf_ar *ar, nf_real *v, nf_real *logdet, const nf_real *w, const nf_real *ctx,
                int n, nf_real *ws)
 {
     ar_ws L = layout(ar, n);
-    ar_sweep u = {ar, b->P, w, ctx, n, ws + L.mlp, ws + L.theta, ws + L.lde};
+    ar_sweep u = {ar, b->P, w, ctx, ws + L.mlp, ws + L.theta, ws + L.lde,
+                  ws + L.g, ws + L.r, ws + L.del, ws + L.sp, ws + L.ctx};
     nf_jacobi_config cfg = nf_jacobi_config_of(b, ar->depth);
     nf_jacobi_result res;
-    int rc = nf_jacobi_solve(&cfg, sweep, &u, v, w, ws + L.tmp, (size_t)n * ar->D, &res);
+    int rc = nf_jacobi_solve_rows(&cfg, sweep, &u, v, w, ws + L.tmp, n, (size_t)ar->D, (int *)(ws + L.dtheta), &res);
     b->last_sweeps = res.sweeps;
     if (rc != NF_OK) return nf_error_context(rc, "%s (%s)", b->type->name, b->name);
     const nf_real *lde = ws + L.lde;
@@ -179,6 +226,15 @@ int nf_ar_slow(nf_bijector *b, const nf_ar *ar, nf_real *v, nf_real *logdet, con
     return check_rows(b, "the slow (iterative) direction", v, logdet, n, ar->D);
 }
 
+/* The transform's backward after a forward at (v, theta) on this workspace, from its cache if it
+ * keeps one; dtheta overwritten. */
+static void elem_backward(const nf_ar *ar, nf_real *dv, nf_real *dtheta, const nf_real *gw, const nf_real *gl,
+                          const nf_real *v, const nf_real *theta, int n, const nf_real *cache)
+{
+    if (ar->elem->backward_cached) ar->elem->backward_cached(ar->cfg, dv, dtheta, gw, gl, cache, n, ar->D, ar->D, 0);
+    else ar->elem->backward(ar->cfg, dv, dtheta, gw, gl, v, theta, n, ar->D, ar->D, 0);
+}
+
 /* fast backward: dv += gw T' + gl dl/dv;  dtheta = gw dT/dtheta + gl dl/dtheta;  then the MADE's
  * backward: dv += M_v^T dtheta, dctx += M_ctx^T dtheta, P->grad += M_phi^T dtheta. */
 int nf_ar_fast_backward(nf_bijector *b, const nf_ar *ar, nf_real *dv, nf_real *dctx, const nf_real *dw,
@@ -186,8 +242,7 @@ int nf_ar_fast_backward(nf_bijector *b, const nf_ar *ar, nf_real *dv, nf_real *d
 {
     ar_ws L = layout(ar, n);
     nf_real *theta = ws + L.theta, *dtheta = ws + L.dtheta;
-    memset(dtheta, 0, (size_t)n * ar->D * ar->P * sizeof(nf_real));
-    ar->elem->backward(ar->cfg, dv, dtheta, dw, dlogdet, v, theta, n, ar->D, ar->D);
+    elem_backward(ar, dv, dtheta, dw, dlogdet, v, theta, n, ws + L.cache);
     nf_mlp_backward(ar->made, b->P, ws + L.mlp, dv, ar->C ? dctx : NULL, dtheta, v, ar->C ? ctx : NULL, n);
     return NF_OK;
 }
@@ -200,7 +255,7 @@ int nf_ar_slow_backward(nf_bijector *b, const nf_ar *ar, nf_real *dw, nf_real *d
                         const nf_real *dlogdet, const nf_real *v, const nf_real *ctx, int n, nf_real *ws)
 {
     ar_ws L = layout(ar, n);
-    const int D = ar->D, P = ar->P;
+    const int D = ar->D;
     const size_t nd = (size_t)n * D;
     const nf_real *c = ar->C ? ctx : NULL;
     nf_real *dc = ar->C ? dctx : NULL;
@@ -209,7 +264,9 @@ int nf_ar_slow_backward(nf_bijector *b, const nf_ar *ar, nf_real *dw, nf_real *d
 
     /* The conditioner at the solution, so its cache (and theta) belong to v. */
     nf_mlp_forward(ar->made, b->P, ws + L.mlp, theta, v, c, n);
-    ar->elem->forward(ar->cfg, del, NULL, lde, v, theta, n, D, D); /* del: scratch for T(v) */
+    /* del: scratch for T(v); the transform's cache then serves every backward below */
+    if (ar->elem->forward_cached) ar->elem->forward_cached(ar->cfg, del, NULL, lde, v, theta, n, D, D, ws + L.cache);
+    else ar->elem->forward(ar->cfg, del, NULL, lde, v, theta, n, D, D);
     for (size_t e = 0; e < nd; e++) sp[e] = (nf_real)exp((double)lde[e]);
 
     if (dv) memcpy(G, dv, nd * sizeof(nf_real));
@@ -221,8 +278,7 @@ int nf_ar_slow_backward(nf_bijector *b, const nf_ar *ar, nf_real *dw, nf_real *d
         any |= row[i] != 0;
     }
     if (any) {
-        memset(dtheta, 0, nd * P * sizeof(nf_real));
-        ar->elem->backward(ar->cfg, G, dtheta, NULL, row, v, theta, n, D, D);
+        elem_backward(ar, G, dtheta, NULL, row, v, theta, n, ws + L.cache);
         nf_mlp_backward(ar->made, b->P, ws + L.mlp, r, dc, dtheta, v, c, n);
     }
     memset(lam, 0, nd * sizeof(nf_real));
@@ -235,8 +291,7 @@ int nf_ar_slow_backward(nf_bijector *b, const nf_ar *ar, nf_real *dw, nf_real *d
             lam[e] = next;
         }
         if (!changed) break;
-        memset(dtheta, 0, nd * P * sizeof(nf_real));
-        ar->elem->backward(ar->cfg, NULL, dtheta, del, NULL, v, theta, n, D, D);
+        elem_backward(ar, NULL, dtheta, del, NULL, v, theta, n, ws + L.cache);
         nf_mlp_backward(ar->made, b->P, ws + L.mlp, r, dc, dtheta, v, c, n);
     }
     if (dw)

@@ -39,10 +39,19 @@ typedef struct nf_ar_elem {
     /* v = T^-1(w); ld[r] -= sum l (at v) */
     void (*inverse)(const void *cfg, nf_real *v, nf_real *ld, nf_real *lde, const nf_real *w, const nf_real *theta,
                     int n, int d, int stride);
-    /* after forward at v: dv += gw T' + gl dl/dv (dv may be NULL), dtheta += gw dT/dtheta + gl dl/dtheta;
-     * gw (n x d) and gl (n) may be NULL (zero) */
+    /* after forward at v: dv += gw T' + gl dl/dv (dv may be NULL), dtheta += gw dT/dtheta + gl dl/dtheta
+     * (accumulate = 0: dtheta = ..., every parameter of the n x d elements written, so the caller
+     * need not zero it); gw (n x d) and gl (n) may be NULL (zero) */
     void (*backward)(const void *cfg, nf_real *dv, nf_real *dtheta, const nf_real *gw, const nf_real *gl,
-                     const nf_real *v, const nf_real *theta, int n, int d, int stride);
+                     const nf_real *v, const nf_real *theta, int n, int d, int stride, int accumulate);
+    /* Optional (all NULL when the transform is cheap to recompute): a forward that keeps in cache
+     * (cache_size(cfg, n, d) nf_reals) what backward would recompute, and the backward reading it
+     * (then without v and theta), for the same n, d and stride. */
+    size_t (*cache_size)(const void *cfg, int n, int d);
+    void (*forward_cached)(const void *cfg, nf_real *w, nf_real *ld, nf_real *lde, const nf_real *v,
+                           const nf_real *theta, int n, int d, int stride, nf_real *cache);
+    void (*backward_cached)(const void *cfg, nf_real *dv, nf_real *dtheta, const nf_real *gw, const nf_real *gl,
+                            const nf_real *cache, int n, int d, int stride, int accumulate);
 } nf_ar_elem;
 
 typedef struct nf_ar {

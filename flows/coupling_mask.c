@@ -1,10 +1,13 @@
-/* flows/coupling_mask.c - the conditioning/transformed split and the conditioner shared by the
- * coupling bijectors (affine-coupling, additive-coupling).  See coupling_mask.h. */
+/* flows/coupling_mask.c - the conditioning/transformed split, the conditioner and the output check
+ * shared by the coupling bijectors (affine-, additive- and spline-coupling).  See coupling_mask.h. */
 #include "flows/coupling_mask.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "flows/fastmath.h"
 
 /* Mark which columns condition: halves -> the first floor(D/2), alt -> the even indices;
  * flip swaps the roles. */
@@ -128,4 +131,14 @@ void nf_coupling_condition_backward(const nf_coupling *c, nf_params *P, nf_real 
     if (dxc) memset(dxc, 0, (size_t)n * c->dc * sizeof(nf_real));
     nf_mlp_backward(c->net, P, ws + w.net, dxc, c->C ? dctx : NULL, ws + w.dh, ws + w.xc, c->C ? ctx : NULL, n);
     if (dxc) nf_coupling_scatter_add(dsrc, dxc, c->cond, c->dc, c->D, n);
+}
+
+int nf_coupling_check(const nf_bijector *b, const char *dir, const nf_real *out, const nf_real *logdet, int n)
+{
+    const int D = b->dim;
+    if (!nf_any_nonfinite(out, (size_t)n * D) && !(logdet && nf_any_nonfinite(logdet, (size_t)n))) return NF_OK;
+    int r = 0;
+    while (r < n - 1 && !nf_any_nonfinite(out + (size_t)r * D, (size_t)D) && !(logdet && !isfinite(logdet[r]))) r++;
+    return nf_error(NF_ENONFINITE, "%s (%s): %s produced a non-finite output%s in row %d (non-finite input or context, "
+                    "or a diverged conditioner)", b->type->name, b->name, dir, logdet ? " or log-determinant" : "", r);
 }

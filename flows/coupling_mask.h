@@ -60,6 +60,11 @@ void nf_coupling_gather(nf_real *out, const nf_real *x, const int *idx, int k, i
 /* x[:, idx] += in (n, k) for x (n, D). */
 void nf_coupling_scatter_add(nf_real *x, const nf_real *in, const int *idx, int k, int D, int n);
 
+/* NF_OK if out (n, D) and logdet (n; NULL to skip) are all finite, else NF_ENONFINITE naming the
+ * bijector, the direction and the first bad row: the check that ends every coupling's forward and
+ * inverse (one vectorised pass when all is well). */
+int nf_coupling_check(const nf_bijector *b, const char *dir, const nf_real *out, const nf_real *logdet, int n);
+
 /* Run the conditioner: gather x_c from src (n, D) into ws and write its output into ws + h. */
 void nf_coupling_condition(const nf_coupling *c, const nf_params *P, nf_real *ws, const nf_real *src,
                            const nf_real *ctx, int n);

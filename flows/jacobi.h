@@ -12,8 +12,13 @@
  * After t Jacobi sweeps from ANY start the entries of degree <= t are exact (induction on the degree),
  * so Jacobi never needs more than depth sweeps and stops there; AUTO runs Jacobi up to max_sweeps and,
  * if it has not converged, finishes with sequential passes for the degrees max_sweeps+1..depth,
- * which gives the sequential result exactly.  If a Jacobi iterate becomes non-finite (a wild first
+ * which gives the sequential result exactly (and with depth <= 2, where Jacobi cannot save a pass,
+ * AUTO is sequential from the start).  If a Jacobi iterate becomes non-finite (a wild first
  * guess can overflow an exp), AUTO restarts sequentially from x0 and JACOBI reports NF_ENONFINITE.
+ *
+ * A batch is many independent systems, one per row: nf_jacobi_solve_rows() iterates them in lockstep
+ * and lets each row stop as soon as its own largest change is within tol, so every sweep runs g
+ * only on the rows still moving (and AUTO's sequential finish only on the rows that need it).
  *
  * The caller provides g as a sweep callback and the iterate buffer; nothing is allocated here.
  */
@@ -41,13 +46,26 @@ typedef struct nf_jacobi_result {
     int jacobi_sweeps;         /* of which Jacobi sweeps */
     int converged;             /* 1: exact (sequential or depth sweeps) or within tol */
     int fell_back;             /* AUTO finished sequentially */
-    double last_change;        /* max |x^{t+1} - x^t| of the last Jacobi sweep (0 if none) */
+    double last_change;        /* max |x^{t+1} - x^t| of each row's last Jacobi sweep (0 if none) */
 } nf_jacobi_result;
 
 /* Solve x = g(x) starting from x0 (len entries; x0 is not modified and must not alias x or tmp).
  * tmp (len) holds the second iterate.  The solution is left in x. */
 int nf_jacobi_solve(const nf_jacobi_config *cfg, nf_jacobi_sweep_fn sweep, void *user, nf_real *x,
                     const nf_real *x0, nf_real *tmp, size_t len, nf_jacobi_result *res);
+
+/* The row-wise form: the sweep acts on the rows listed in rows[0..nrows) (ascending), or on every
+ * row when rows is NULL; entries of other rows must be left as they are. */
+typedef int (*nf_jacobi_rows_fn)(void *user, nf_real *x_new, const nf_real *x_old, const int *rows, int nrows,
+                                 int lo, int hi);
+
+/* Solve x_r = g(x)_r for every row r of x (rows, width), each row its own system with the degrees
+ * of cfg, from x0 (not modified, aliasing neither x nor tmp); tmp (rows, width) holds the second
+ * iterate, iwork (2 rows ints) the row lists.  Each row stops when its own max change is <= tol (or
+ * after depth sweeps); res->sweeps counts calls of sweep (the passes of the slowest row).  Non-finite
+ * iterates and the sweep cap are handled per row as for nf_jacobi_solve. */
+int nf_jacobi_solve_rows(const nf_jacobi_config *cfg, nf_jacobi_rows_fn sweep, void *user, nf_real *x,
+                         const nf_real *x0, nf_real *tmp, int rows, size_t width, int *iwork, nf_jacobi_result *res);
 
 /* The configuration an autoregressive bijector uses: b's method, tol and cap, with depth given. */
 nf_jacobi_config nf_jacobi_config_of(const nf_bijector *b, int depth);

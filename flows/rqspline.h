@@ -17,7 +17,9 @@
  *
  * The inverse solves the quadratic for xi in its numerically stable form 2c / (-b - sqrt(b^2 - 4ac)).
  * Gradients with respect to x and to every unnormalised parameter (through softmax and softplus) are
- * written by hand.  Arithmetic inside is double in both builds.
+ * written by hand.  The kernel is vectorised across elements (blocks of elements, softmax rows
+ * transposed); the softmax runs in nf_real (in the float build with the branch-free exp of
+ * flows/fastmath.h), the knots, the bin's formula and its reverse mode in double.
  *
  * Array layout.  Every call works on n rows of d elements: element (r, e) of x, y, lde sits at
  * [r * stride + e] and its parameters at theta[(r * stride + e) * P], P = 3K - 1; stride = d for a
@@ -61,6 +63,25 @@ void nf_rqspline_backward(const nf_rqspline *s, nf_real *dx, nf_real *dtheta, co
 void nf_rqspline_inverse_backward(const nf_rqspline *s, nf_real *dy, nf_real *dtheta, const nf_real *dx,
                                   const nf_real *dld, const nf_real *x, const nf_real *theta, int n, int d,
                                   int stride);
+/* The two backward passes with a choice for dtheta: accumulate = 1 adds (as above), accumulate = 0
+ * overwrites all P entries of every element (so the caller need not zero dtheta first).  dx / dy
+ * always accumulate. */
+void nf_rqspline_backward_ex(const nf_rqspline *s, nf_real *dx, nf_real *dtheta, const nf_real *dy,
+                             const nf_real *dld, const nf_real *x, const nf_real *theta, int n, int d, int stride,
+                             int accumulate);
+void nf_rqspline_inverse_backward_ex(const nf_rqspline *s, nf_real *dy, nf_real *dtheta, const nf_real *dx,
+                                     const nf_real *dld, const nf_real *x, const nf_real *theta, int n, int d,
+                                     int stride, int accumulate);
+
+/* A forward that also keeps, in cache (nf_rqspline_cache_size(s, n, d) nf_reals), what the backward
+ * would otherwise recompute (the softmaxes, each element's bin, knots and derivatives); the cached
+ * backward then needs neither x nor theta.  Both calls take the same n, d and stride; the cache is
+ * laid out the same whatever the number of threads.  dtheta as in nf_rqspline_backward_ex. */
+size_t nf_rqspline_cache_size(const nf_rqspline *s, int n, int d);
+void nf_rqspline_forward_cached(const nf_rqspline *s, nf_real *y, nf_real *ld, nf_real *lde, const nf_real *x,
+                                const nf_real *theta, int n, int d, int stride, nf_real *cache);
+void nf_rqspline_backward_cached(const nf_rqspline *s, nf_real *dx, nf_real *dtheta, const nf_real *dy,
+                                 const nf_real *dld, const nf_real *cache, int n, int d, int stride, int accumulate);
 
 /* The knots of one element's spline: xk, yk (K + 1 each) and derivatives dk (K + 1), for tests and plots. */
 void nf_rqspline_knots(const nf_rqspline *s, const nf_real *theta, double *xk, double *yk, double *dk);

@@ -37,12 +37,27 @@ static void elem_inverse(const void *cfg, nf_real *v, nf_real *ld, nf_real *lde,
 }
 
 static void elem_backward(const void *cfg, nf_real *dv, nf_real *dtheta, const nf_real *gw, const nf_real *gl,
-                          const nf_real *v, const nf_real *theta, int n, int d, int stride)
+                          const nf_real *v, const nf_real *theta, int n, int d, int stride, int accumulate)
 {
-    nf_rqspline_backward(cfg, dv, dtheta, gw, gl, v, theta, n, d, stride);
+    nf_rqspline_backward_ex(cfg, dv, dtheta, gw, gl, v, theta, n, d, stride, accumulate);
 }
 
-static const nf_ar_elem spline_elem = {elem_forward, elem_inverse, elem_backward};
+static size_t elem_cache_size(const void *cfg, int n, int d) { return nf_rqspline_cache_size(cfg, n, d); }
+
+static void elem_forward_cached(const void *cfg, nf_real *w, nf_real *ld, nf_real *lde, const nf_real *v,
+                                const nf_real *theta, int n, int d, int stride, nf_real *cache)
+{
+    nf_rqspline_forward_cached(cfg, w, ld, lde, v, theta, n, d, stride, cache);
+}
+
+static void elem_backward_cached(const void *cfg, nf_real *dv, nf_real *dtheta, const nf_real *gw, const nf_real *gl,
+                                 const nf_real *cache, int n, int d, int stride, int accumulate)
+{
+    nf_rqspline_backward_cached(cfg, dv, dtheta, gw, gl, cache, n, d, stride, accumulate);
+}
+
+static const nf_ar_elem spline_elem = {elem_forward, elem_inverse, elem_backward,
+                                       elem_cache_size, elem_forward_cached, elem_backward_cached};
 
 static int spline_ar_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
 {

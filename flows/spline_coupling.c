@@ -23,10 +23,11 @@ typedef struct spline_coupling_state {
     nf_rqspline spline;
 } spline_coupling_state;
 
-/* The coupling's regions, then three (n, dt) buffers. */
+/* The coupling's regions, then three (n, dt) buffers and the kernel's cache (forward to backward). */
 typedef struct sc_ws {
     nf_coupling_ws cw;
     size_t a, g, o; /* x_t or y_t gathered; a gathered gradient; the kernel's output */
+    size_t cache;   /* nf_rqspline_cache_size(n, dt) */
     size_t total;
 } sc_ws;
 
@@ -38,7 +39,8 @@ static sc_ws layout(const spline_coupling_state *st, int n)
     w.a = w.cw.total;
     w.g = w.a + nt;
     w.o = w.g + nt;
-    w.total = w.o + nt;
+    w.cache = w.o + nt;
+    w.total = w.cache + nf_rqspline_cache_size(&st->spline, n, st->cp.dt);
     return w;
 }
 
@@ -82,15 +84,12 @@ static int assemble(const nf_bijector *b, const char *dir, nf_real *out, const n
     const nf_coupling *cp = &((const spline_coupling_state *)b->state)->cp;
     const int D = cp->D;
     for (int i = 0; i < n; i++) {
-        nf_real *oi = out + (size_t)i * D, probe = 0; /* probe stays 0 unless an entry is inf or NaN */
+        nf_real *oi = out + (size_t)i * D;
         const nf_real *ii = in + (size_t)i * D, *ti = t + (size_t)i * cp->dt;
-        for (int k = 0; k < cp->dc; k++) probe += 0 * (oi[cp->cond[k]] = ii[cp->cond[k]]);
-        for (int k = 0; k < cp->dt; k++) probe += 0 * (oi[cp->trans[k]] = ti[k]);
-        if (probe != 0 || !isfinite(logdet[i]))
-            return nf_error(NF_ENONFINITE, "%s (%s): %s produced a non-finite output or log-determinant in row %d "
-                            "(non-finite input or context, or a diverged conditioner)", b->type->name, b->name, dir, i);
+        for (int k = 0; k < cp->dc; k++) oi[cp->cond[k]] = ii[cp->cond[k]];
+        for (int k = 0; k < cp->dt; k++) oi[cp->trans[k]] = ti[k];
     }
-    return NF_OK;
+    return nf_coupling_check(b, dir, out, logdet, n);
 }
 
 /* forward: theta = net(x_c, ctx);  y_t = s(x_t; theta);  logdet += sum log s'(x_t). */
@@ -102,7 +101,8 @@ static int sc_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real
     sc_ws w = layout(st, n);
     nf_coupling_condition(cp, b->P, ws, x, ctx, n);
     nf_coupling_gather(ws + w.a, x, cp->trans, cp->dt, cp->D, n);
-    nf_rqspline_forward(&st->spline, ws + w.o, logdet, NULL, ws + w.a, ws + w.cw.h, n, cp->dt, cp->dt);
+    nf_rqspline_forward_cached(&st->spline, ws + w.o, logdet, NULL, ws + w.a, ws + w.cw.h, n, cp->dt, cp->dt,
+                               ws + w.cache);
     return assemble(b, "forward", y, x, ws + w.o, logdet, n);
 }
 
@@ -124,18 +124,17 @@ static int sc_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real
 static int sc_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
                        const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws)
 {
-    (void)y;
+    (void)x, (void)y;
     spline_coupling_state *st = b->state;
     const nf_coupling *cp = &st->cp;
     sc_ws w = layout(st, n);
     size_t nt = (size_t)n * cp->dt;
-    nf_real *xt = ws + w.a, *gyt = ws + w.g, *dxt = ws + w.o;
-    nf_coupling_gather(xt, x, cp->trans, cp->dt, cp->D, n);
+    nf_real *gyt = ws + w.g, *dxt = ws + w.o;
     if (dy) nf_coupling_gather(gyt, dy, cp->trans, cp->dt, cp->D, n);
     memset(dxt, 0, nt * sizeof(nf_real));
-    memset(ws + w.cw.dh, 0, nt * st->cp.per_dim * sizeof(nf_real));
-    nf_rqspline_backward(&st->spline, dxt, ws + w.cw.dh, dy ? gyt : NULL, dlogdet, xt, ws + w.cw.h, n, cp->dt,
-                         cp->dt);
+    /* the forward's cache holds x_t's bins and the softmaxes; dh is written whole */
+    nf_rqspline_backward_cached(&st->spline, dxt, ws + w.cw.dh, dy ? gyt : NULL, dlogdet, ws + w.cache, n, cp->dt,
+                                cp->dt, 0);
     if (dx) {
         nf_coupling_scatter_add(dx, dxt, cp->trans, cp->dt, cp->D, n);
         if (dy)
@@ -160,9 +159,8 @@ static int sc_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const
     nf_coupling_gather(xt, x, cp->trans, cp->dt, cp->D, n);
     if (dx) nf_coupling_gather(gxt, dx, cp->trans, cp->dt, cp->D, n);
     memset(dyt, 0, nt * sizeof(nf_real));
-    memset(ws + w.cw.dh, 0, nt * st->cp.per_dim * sizeof(nf_real));
-    nf_rqspline_inverse_backward(&st->spline, dyt, ws + w.cw.dh, dx ? gxt : NULL, dlogdet, xt, ws + w.cw.h, n,
-                                 cp->dt, cp->dt);
+    nf_rqspline_inverse_backward_ex(&st->spline, dyt, ws + w.cw.dh, dx ? gxt : NULL, dlogdet, xt, ws + w.cw.h, n,
+                                    cp->dt, cp->dt, 0); /* dh written whole */
     if (dy) {
         nf_coupling_scatter_add(dy, dyt, cp->trans, cp->dt, cp->D, n);
         if (dx)

@@ -4,8 +4,8 @@
  * where that is cheaper (tanh, sigmoid, elu, selu).  The switch sits outside the loops so each loop
  * is a plain map, marked `omp simd` (entries are independent even when y aliases x, which lets the
  * compiler vectorise without alias checks); large arrays (n > NF_NN_PAR_MIN) are split over OpenMP
- * threads.  The float build computes exp, tanh and the Gaussian cdf with its own branch-free
- * polynomials so those loops vectorise too.
+ * threads, unless the caller already runs in parallel.  The float build computes exp, tanh and the
+ * Gaussian cdf with its own branch-free polynomials so those loops vectorise too.
  */
 #include <math.h>
 #include <string.h>
@@ -155,7 +155,7 @@ static inline nf_real silu_grad(nf_real v)
 /* y[i] = EXPR(v) with v = x[i]. */
 #define MAP(EXPR)                                                                                       \
     do {                                                                                                \
-        if (n > NF_NN_PAR_MIN) {                                                                       \
+        if (nf_nn_par(n)) {                                                                          \
             _Pragma("omp parallel for simd schedule(static)") for (size_t i = 0; i < n; i++) {         \
                 nf_real v = x[i];                                                                       \
                 y[i] = (EXPR);                                                                          \
@@ -205,7 +205,7 @@ void nf_act_forward(nf_activation a, nf_real *y, const nf_real *x, size_t n)
     }
 #define BMAP(EXPR)                                                                                      \
     do {                                                                                                \
-        if (n > NF_NN_PAR_MIN) {                                                                       \
+        if (nf_nn_par(n)) {                                                                          \
             if (accumulate) {                                                                           \
                 _Pragma("omp parallel for simd schedule(static)") BLOOP(+=, EXPR)                       \
             } else {                                                                                    \

@@ -29,7 +29,7 @@ void nf_layernorm_forward(const nf_layernorm *L, const nf_params *P, nf_real *y,
 {
     const int C = L->width;
     const nf_real *gamma = P->value + L->gamma, *beta = P->value + L->beta;
-#pragma omp parallel for schedule(static) if ((size_t)n * C > NF_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * C))
     for (int r = 0; r < n; r++) {
         const nf_real *xr = x + (size_t)r * C;
         nf_real *yr = y + (size_t)r * C;
@@ -51,35 +51,47 @@ void nf_layernorm_forward(const nf_layernorm *L, const nf_params *P, nf_real *y,
 void nf_layernorm_backward(const nf_layernorm *L, nf_params *P, nf_real *dx, const nf_real *dy,
                            const nf_real *x, const nf_real *cache, int n)
 {
+    if (dx) nf_layernorm_grad_input(L, P, dx, dy, x, cache, n);
+    nf_layernorm_grad_params(L, P, dy, x, cache, n, 0, L->width);
+}
+
+void nf_layernorm_grad_input(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *dy,
+                             const nf_real *x, const nf_real *cache, int n)
+{
     const int C = L->width;
     const nf_real *gamma = P->value + L->gamma;
-    nf_real *dgamma = P->grad + L->gamma, *dbeta = P->grad + L->beta;
-    if (dx) {
-#pragma omp parallel for schedule(static) if ((size_t)n * C > NF_NN_PAR_MIN)
-        for (int r = 0; r < n; r++) {
-            const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
-            nf_real *dxr = dx + (size_t)r * C;
-            const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
-            double sg = 0, sgx = 0;
-            for (int i = 0; i < C; i++) {
-                nf_real g = dyr[i] * gamma[i];
-                sg += g;
-                sgx += g * (xr[i] - mu) * rs;
-            }
-            const nf_real mg = (nf_real)(sg / C), mgx = (nf_real)(sgx / C);
+#pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * C))
+    for (int r = 0; r < n; r++) {
+        const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
+        nf_real *dxr = dx + (size_t)r * C;
+        const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
+        double sg = 0, sgx = 0;
+        for (int i = 0; i < C; i++) {
+            nf_real g = dyr[i] * gamma[i];
+            sg += g;
+            sgx += g * (xr[i] - mu) * rs;
+        }
+        const nf_real mg = (nf_real)(sg / C), mgx = (nf_real)(sgx / C);
 #pragma omp simd
-            for (int i = 0; i < C; i++) {
-                nf_real xhat = (xr[i] - mu) * rs;
-                dxr[i] += rs * (dyr[i] * gamma[i] - mg - xhat * mgx);
-            }
+        for (int i = 0; i < C; i++) {
+            nf_real xhat = (xr[i] - mu) * rs;
+            dxr[i] += rs * (dyr[i] * gamma[i] - mg - xhat * mgx);
         }
     }
-    /* Parameter gradients sum over rows: one thread, so no two write the same entry. */
+}
+
+/* Parameter gradients sum over rows, columns c0..c1 only: callers split the columns, so no two
+ * threads write the same entry. */
+void nf_layernorm_grad_params(const nf_layernorm *L, nf_params *P, const nf_real *dy, const nf_real *x,
+                              const nf_real *cache, int n, int c0, int c1)
+{
+    const int C = L->width;
+    nf_real *dgamma = P->grad + L->gamma, *dbeta = P->grad + L->beta;
     for (int r = 0; r < n; r++) {
         const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
         const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
 #pragma omp simd
-        for (int i = 0; i < C; i++) {
+        for (int i = c0; i < c1; i++) {
             dgamma[i] += dyr[i] * (xr[i] - mu) * rs;
             dbeta[i] += dyr[i];
         }

@@ -9,6 +9,11 @@
  * The _cat variants read the input as the concatenation [x | c] of two arrays (data and context)
  * by splitting the product in two, so nobody copies the concatenation: W_x = W[:, :in-nc] and
  * W_c = W[:, in-nc:], both addressed with the row stride `in`.
+ *
+ * Inside nf_mlp the passes come in pieces (nn_internal.h) so threads can share them: prepare (the
+ * effective weight, once), apply and grad_input on a thread's rows of the batch, grad_params on a
+ * thread's rows of W over the whole batch.  A masked layer inside nf_mlp has a block plan
+ * (nn/blocks.c) and skips its all-zero blocks.
  */
 #include "nn/nn.h"
 
@@ -74,20 +79,27 @@ void nf_linear_zero(nf_linear *L, nf_params *P)
         memset(P->value + L->w, 0, (size_t)L->out * L->in * sizeof(nf_real));
 }
 
-/* Workspace: weight norm [W_eff (out,in) | 1/|V_j| (out) | dW (out,in)]; mask only [dW (out,in)].
+/* Workspace: weight norm [W_eff (out,in) | 1/|V_j| (out) | dW (out,in)]; mask without a plan
+ * [dW (out,in)]; mask with a plan, the mixed blocks' dW for each of NF_NN_MAX_THREADS threads.
  * It does not grow with n. */
 size_t nf_linear_workspace(const nf_linear *L, int n)
 {
     (void)n;
+    return nf_linear_workspace_blocks(L, NULL);
+}
+
+size_t nf_linear_workspace_blocks(const nf_linear *L, const nf_blocks *bk)
+{
     const size_t oi = (size_t)L->out * L->in;
     if (L->weight_norm) return 2 * oi + (size_t)L->out;
-    if (L->mask) return oi;
+    if (L->mask) return bk ? NF_NN_MAX_THREADS * bk->scratch : oi;
     return 0;
 }
 
 /* W_eff_j = g_j V_j / |V_j| (zero for an all-zero row, e.g. a fully masked one). */
-static void effective_weight(const nf_linear *L, const nf_params *P, nf_real *ws)
+void nf_linear_prepare(const nf_linear *L, const nf_params *P, nf_real *ws)
 {
+    if (!L->weight_norm) return;
     const int in = L->in;
     const nf_real *V = P->value + L->w, *g = P->value + L->g;
     nf_real *W = ws, *inv = ws + (size_t)L->out * in;
@@ -102,17 +114,18 @@ static void effective_weight(const nf_linear *L, const nf_params *P, nf_real *ws
     }
 }
 
-/* y (=|+=) [x | c] W^T + b, with x (n, in-nc), c (n, nc), y (n, out). */
-void nf_linear_forward_cat(const nf_linear *L, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
-                           const nf_real *c, int nc, int accumulate, int n)
+static const nf_real *weight(const nf_linear *L, const nf_params *P, const nf_real *ws)
+{
+    return L->weight_norm ? ws : P->value + L->w;
+}
+
+/* y (=|+=) [x | c] W^T + b, with x (n, in-nc), c (n, nc), y (n, out); after nf_linear_prepare. */
+void nf_linear_apply(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *y,
+                     const nf_real *x, const nf_real *c, int nc, int accumulate, int n)
 {
     if (n <= 0) return;
     const int in = L->in, out = L->out, nx = in - nc;
-    const nf_real *W = P->value + L->w, *b = P->value + L->b;
-    if (L->weight_norm) {
-        effective_weight(L, P, ws);
-        W = ws;
-    }
+    const nf_real *W = weight(L, P, ws), *b = P->value + L->b;
     for (int r = 0; r < n; r++) {
         nf_real *yr = y + (size_t)r * out;
         if (accumulate) {
@@ -122,8 +135,26 @@ void nf_linear_forward_cat(const nf_linear *L, const nf_params *P, nf_real *ws, 
             memcpy(yr, b, (size_t)out * sizeof *yr);
         }
     }
+    if (bk) {
+        nf_blocks_forward(bk, y, x, c, nx, nc, W, in, out, n);
+        return;
+    }
     if (nx > 0) nf_gemm(0, 1, n, out, nx, 1, x, nx, W, in, 1, y, out);
     if (nc > 0) nf_gemm(0, 1, n, out, nc, 1, c, nc, W + nx, in, 1, y, out);
+}
+
+void nf_linear_forward_cat(const nf_linear *L, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                           const nf_real *c, int nc, int accumulate, int n)
+{
+    nf_linear_forward_blocks(L, NULL, P, ws, y, x, c, nc, accumulate, n);
+}
+
+void nf_linear_forward_blocks(const nf_linear *L, const nf_blocks *bk, const nf_params *P, nf_real *ws, nf_real *y,
+                              const nf_real *x, const nf_real *c, int nc, int accumulate, int n)
+{
+    if (n <= 0) return;
+    nf_linear_prepare(L, P, ws);
+    nf_linear_apply(L, bk, P, ws, y, x, c, nc, accumulate, n);
 }
 
 void nf_linear_forward(const nf_linear *L, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x, int n)
@@ -131,47 +162,83 @@ void nf_linear_forward(const nf_linear *L, const nf_params *P, nf_real *ws, nf_r
     nf_linear_forward_cat(L, P, ws, y, x, NULL, 0, 0, n);
 }
 
-/* dx (=|+=) dy W_x, dc += dy W_c, db += sum_r dy_r, dW += dy^T [x | c] (masked).
- * Weight norm, with s_j = dW_j . V_j / |V_j| and c_j = g_j / |V_j|:
- *   dg_j += s_j,   dV_j += c_j (dW_j - s_j V_j / |V_j|). */
-void nf_linear_backward_cat(const nf_linear *L, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dc,
-                            const nf_real *dy, const nf_real *x, const nf_real *c, int nc, int accumulate, int n)
+/* dx (=|+=) dy W_x,  dc += dy W_c. */
+void nf_linear_grad_input(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *dx,
+                          nf_real *dc, const nf_real *dy, int nc, int accumulate, int n)
 {
     if (n <= 0) return;
     const int in = L->in, out = L->out, nx = in - nc;
-    const size_t oi = (size_t)out * in;
-    const nf_real *W = L->weight_norm ? ws : P->value + L->w;
-    nf_real *gW = P->grad + L->w, *gb = P->grad + L->b;
-    const nf_real beta_in = accumulate ? 1 : 0;
-
-    if (dx && nx > 0) nf_gemm(0, 0, n, nx, out, 1, dy, out, W, in, beta_in, dx, nx);
+    const nf_real *W = weight(L, P, ws);
+    if (bk) {
+        nf_blocks_backward_input(bk, nx > 0 ? dx : NULL, nc > 0 ? dc : NULL, accumulate, dy, nx, nc, W, in, out, n);
+        return;
+    }
+    if (dx && nx > 0) nf_gemm(0, 0, n, nx, out, 1, dy, out, W, in, accumulate ? 1 : 0, dx, nx);
     if (dc && nc > 0) nf_gemm(0, 0, n, nc, out, 1, dy, out, W + nx, in, 1, dc, nc);
+}
+
+/* The rows j0..j1 of W a share of `parts` gets: the plan's row blocks (a0..a1) balanced by their
+ * computed area, or equal row ranges without a plan. */
+static void param_share(const nf_linear *L, const nf_blocks *bk, int part, int parts, int *j0, int *j1, int *a0,
+                        int *a1)
+{
+    if (!bk) {
+        *j0 = (int)((long)L->out * part / parts), *j1 = (int)((long)L->out * (part + 1) / parts);
+        return;
+    }
+    nf_blocks_share(bk, part, parts, a0, a1);
+    *j0 = bk->rb[*a0], *j1 = bk->rb[*a1];
+}
+
+/* Rows j0..j1 (a share) of:  db += sum_r dy_r,  dW += dy^T [x | c] (masked).
+ * Weight norm, with s_j = dW_j . V_j / |V_j| and c_j = g_j / |V_j|:
+ *   dg_j += s_j,   dV_j += c_j (dW_j - s_j V_j / |V_j|). */
+void nf_linear_grad_params(const nf_linear *L, const nf_blocks *bk, nf_params *P, nf_real *ws, const nf_real *dy,
+                           const nf_real *x, const nf_real *c, int nc, int n, int part, int parts)
+{
+    if (n <= 0 || part >= parts) return;
+    const int in = L->in, out = L->out, nx = in - nc;
+    const size_t oi = (size_t)out * in;
+    int j0, j1, a0 = 0, a1 = 0;
+    param_share(L, bk, part, parts, &j0, &j1, &a0, &a1);
+    if (j0 >= j1) return;
+    const int rows = j1 - j0;
+    nf_real *gW = P->grad + L->w, *gb = P->grad + L->b;
 
     for (int r = 0; r < n; r++) {
         const nf_real *dyr = dy + (size_t)r * out;
 #pragma omp simd
-        for (int j = 0; j < out; j++) gb[j] += dyr[j];
+        for (int j = j0; j < j1; j++) gb[j] += dyr[j];
     }
-
     if (!L->weight_norm && !L->mask) {
-        if (nx > 0) nf_gemm(1, 0, out, nx, n, 1, dy, out, x, nx, 1, gW, in);
-        if (nc > 0) nf_gemm(1, 0, out, nc, n, 1, dy, out, c, nc, 1, gW + nx, in);
+        if (nx > 0) nf_gemm(1, 0, rows, nx, n, 1, dy + j0, out, x, nx, 1, gW + (size_t)j0 * in, in);
+        if (nc > 0) nf_gemm(1, 0, rows, nc, n, 1, dy + j0, out, c, nc, 1, gW + (size_t)j0 * in + nx, in);
+        return;
+    }
+    if (bk && !L->weight_norm) { /* masked: kept blocks straight into the gradient */
+        nf_blocks_backward_weight(bk, L->mask, gW, 0, ws + (size_t)part * bk->scratch, dy, x, c, nx, nc, in, out, n,
+                                  a0, a1);
         return;
     }
     nf_real *dW = L->weight_norm ? ws + oi + out : ws;
-    if (nx > 0) nf_gemm(1, 0, out, nx, n, 1, dy, out, x, nx, 0, dW, in);
-    if (nc > 0) nf_gemm(1, 0, out, nc, n, 1, dy, out, c, nc, 0, dW + nx, in);
+    if (bk) {
+        memset(dW + (size_t)j0 * in, 0, (size_t)rows * in * sizeof *dW);
+        nf_blocks_backward_weight(bk, L->mask, dW, 1, NULL, dy, x, c, nx, nc, in, out, n, a0, a1);
+    } else {
+        if (nx > 0) nf_gemm(1, 0, rows, nx, n, 1, dy + j0, out, x, nx, 0, dW + (size_t)j0 * in, in);
+        if (nc > 0) nf_gemm(1, 0, rows, nc, n, 1, dy + j0, out, c, nc, 0, dW + (size_t)j0 * in + nx, in);
+    }
     if (L->mask)
-        for (size_t k = 0; k < oi; k++)
+        for (size_t k = (size_t)j0 * in; k < (size_t)j1 * in; k++)
             if (!L->mask[k]) dW[k] = 0;
     if (!L->weight_norm) {
 #pragma omp simd
-        for (size_t k = 0; k < oi; k++) gW[k] += dW[k];
+        for (size_t k = (size_t)j0 * in; k < (size_t)j1 * in; k++) gW[k] += dW[k];
         return;
     }
     const nf_real *V = P->value + L->w, *g = P->value + L->g, *inv = ws + oi;
     nf_real *gg = P->grad + L->g;
-    for (int j = 0; j < out; j++) {
+    for (int j = j0; j < j1; j++) {
         const nf_real *v = V + (size_t)j * in, *d = dW + (size_t)j * in;
         nf_real *gv = gW + (size_t)j * in;
         double s = 0;
@@ -181,6 +248,20 @@ void nf_linear_backward_cat(const nf_linear *L, nf_params *P, nf_real *ws, nf_re
 #pragma omp simd
         for (int i = 0; i < in; i++) gv[i] += cj * (d[i] - t * v[i]);
     }
+}
+
+void nf_linear_backward_blocks(const nf_linear *L, const nf_blocks *bk, nf_params *P, nf_real *ws, nf_real *dx,
+                               nf_real *dc, const nf_real *dy, const nf_real *x, const nf_real *c, int nc,
+                               int accumulate, int n)
+{
+    nf_linear_grad_input(L, bk, P, ws, dx, dc, dy, nc, accumulate, n);
+    nf_linear_grad_params(L, bk, P, ws, dy, x, c, nc, n, 0, 1);
+}
+
+void nf_linear_backward_cat(const nf_linear *L, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dc,
+                            const nf_real *dy, const nf_real *x, const nf_real *c, int nc, int accumulate, int n)
+{
+    nf_linear_backward_blocks(L, NULL, P, ws, dx, dc, dy, x, c, nc, accumulate, n);
 }
 
 void nf_linear_backward(const nf_linear *L, nf_params *P, nf_real *ws, nf_real *dx, const nf_real *dy,

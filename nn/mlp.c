@@ -1,22 +1,27 @@
-/* nn/mlp.c - the network every conditioner uses: building it, its workspace, and the plain MLP.
+/* nn/mlp.c - the network every conditioner uses: building it, its workspace, and its passes.
  *
  * Plain:    h_0 = [x | ctx];  a_l = Linear_l(h_l);  z_l = LayerNorm_l(a_l) (optional);
- *           h_{l+1} = act(z_l or a_l) for l < layers;  y = Linear_out(h_layers).
+ *           h_{l+1} = act(z_l or a_l) for l < layers;  y = Linear_out(h_layers)   (nn/mlp_plain.c).
  * Residual: see nn/mlp_residual.c.
  * MADE puts masks (nn/made.c) on every linear; layer norm would mix all hidden units of a row and
  * break the autoregressive property, so MADE refuses it.  The context enters the first linear (dense
  * on the context columns) in every variant; residual skips carry it to later blocks.  MADE also feeds
  * it to the output linear, Linear_out([h | ctx]), because the outputs of the first input in the
- * order see no hidden unit and would otherwise ignore the context.
+ * order see no hidden unit and would otherwise ignore the context.  Each masked linear gets a block
+ * plan (nn/blocks.c) so its products skip the all-zero blocks of its mask.
  *
- * Workspace: [scratch of each linear (weight norm: effective W; masks: dW)] then, for a batch of n,
- * per hidden layer l [a_l | h_l | z_l | cache_l (n,2)] (n, hidden) each, z and cache only with layer
- * norm, then two (n, hidden) buffers for the gradients travelling down in backward.
+ * A pass runs on threads as described in nn_internal.h (nf_nn_threads): slices of the batch's rows,
+ * then, in backward, shares of every weight's rows.
+ *
+ * Workspace: [scratch of each linear (weight norm: effective W and dW; masks: dW of mixed blocks,
+ * one per thread)] then the per-batch part of the plain or residual network (see their files).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/blas.h"
+#include "core/threads.h"
 #include "nn/nn_internal.h"
 
 static int check_config(const nf_mlp_config *c, const char *name)
@@ -77,6 +82,60 @@ static int build_made(nf_mlp *m, const unsigned char **lmask, nf_rng *rng, const
     return NF_OK;
 }
 
+static void free_blocks(nf_mlp *m)
+{
+    if (m->blocks)
+        for (int l = 0; l < m->nlin; l++) nf_blocks_free(&m->blocks[l]);
+    free(m->blocks);
+    m->blocks = NULL;
+}
+
+/* MADE: the block plan of every masked linear (mode as nf_blocks_plan). */
+static int plan_blocks(nf_mlp *m, int mode)
+{
+    if (!m->blocks) {
+        m->blocks = nf_calloc((size_t)m->nlin, sizeof *m->blocks, "network block plans");
+        if (!m->blocks) return NF_ENOMEM;
+    }
+    for (int l = 0; l < m->nlin; l++) {
+        const nf_linear *L = &m->lin[l];
+        /* context columns: all of the first linear's, and out_ctx of the output linear */
+        int nc = l == 0 ? m->cfg.ctx : l == m->nlin - 1 ? m->out_ctx : 0;
+        nf_blocks_free(&m->blocks[l]);
+        int rc = nf_blocks_plan(&m->blocks[l], L->mask, L->out, L->in, L->in - nc, mode);
+        if (rc != NF_OK) { /* no plan at all rather than some: dense products stay correct */
+            free_blocks(m);
+            return rc;
+        }
+    }
+    return NF_OK;
+}
+
+/* The linears' scratch, and the product flops of one row's forward pass. */
+static void set_workspace(nf_mlp *m)
+{
+    m->fixed_ws = 0;
+    m->flops_per_row = 0;
+    for (int l = 0; l < m->nlin; l++) {
+        const nf_blocks *bk = nf_mlp_blocks(m, l);
+        m->lin_ws[l] = m->fixed_ws;
+        m->fixed_ws += nf_linear_workspace_blocks(&m->lin[l], bk);
+        m->flops_per_row += 2.0 * m->lin[l].out * m->lin[l].in * (bk ? bk->kept : 1.0);
+    }
+}
+
+int nf_mlp_replan(nf_mlp *m, int mode)
+{
+    if (!m->cfg.made) return NF_OK;
+    int rc = NF_OK;
+    if (mode == NF_BLOCKS_NONE)
+        free_blocks(m);
+    else
+        rc = plan_blocks(m, mode);
+    set_workspace(m);
+    return rc;
+}
+
 static int build(nf_mlp *m, nf_params *P, const char *name, nf_rng *rng)
 {
     const nf_mlp_config *c = &m->cfg;
@@ -119,11 +178,8 @@ static int build(nf_mlp *m, nf_params *P, const char *name, nf_rng *rng)
     free(lmask);
     if (rc != NF_OK) return rc;
     if (c->zero_init_output) nf_linear_zero(&m->lin[m->nlin - 1], P);
-    m->fixed_ws = 0;
-    for (int l = 0; l < m->nlin; l++) {
-        m->lin_ws[l] = m->fixed_ws;
-        m->fixed_ws += nf_linear_workspace(&m->lin[l], 0);
-    }
+    if (c->made) NF_TRY(plan_blocks(m, NF_BLOCKS_AUTO));
+    set_workspace(m);
     return NF_OK;
 }
 
@@ -156,6 +212,7 @@ void nf_mlp_free(nf_mlp *m)
     free(m->deg);
     free(m->hdeg);
     free(m->masks);
+    free_blocks(m);
     free(m);
 }
 
@@ -163,90 +220,86 @@ const nf_mlp_config *nf_mlp_get_config(const nf_mlp *m) { return &m->cfg; }
 
 const int *nf_mlp_input_degrees(const nf_mlp *m) { return m->cfg.made ? m->deg : NULL; }
 
-/* Per hidden layer: a, h (and z, cache with layer norm). */
-static size_t plain_layer_size(const nf_mlp *m, int n)
-{
-    const size_t nH = (size_t)n * m->cfg.hidden;
-    return 2 * nH + (m->cfg.layer_norm ? nH + 2 * (size_t)n : 0);
-}
-
 size_t nf_mlp_workspace(const nf_mlp *m, int n)
 {
     if (n < 0) n = 0;
-    if (m->cfg.residual) return m->fixed_ws + nf_mlp_residual_workspace(m, n);
-    const int L = m->cfg.layers;
-    return m->fixed_ws + (size_t)L * plain_layer_size(m, n) + (L > 0 ? 2 * (size_t)n * m->cfg.hidden : 0);
+    return m->fixed_ws + (m->cfg.residual ? nf_mlp_residual_workspace(m, n) : nf_mlp_plain_workspace(m, n));
+}
+
+/* A network pass shared by threads (core/threads.h): the arguments, and which phase a part runs. */
+typedef struct pass_job {
+    const nf_mlp *m;
+    nf_params *P;
+    nf_real *ws, *y, *dx, *dctx;
+    const nf_real *x, *ctx, *dy;
+    int n;
+} pass_job;
+
+static void forward_part(void *arg, int part, int nparts)
+{
+    const pass_job *j = arg;
+    const int r0 = (int)((long)j->n * part / nparts), r1 = (int)((long)j->n * (part + 1) / nparts);
+    if (j->m->cfg.residual)
+        nf_mlp_residual_forward_rows(j->m, j->P, j->ws, j->y, j->x, j->ctx, j->n, r0, r1);
+    else
+        nf_mlp_plain_forward_rows(j->m, j->P, j->ws, j->y, j->x, j->ctx, j->n, r0, r1);
+}
+
+static void backward_rows_part(void *arg, int part, int nparts)
+{
+    const pass_job *j = arg;
+    const int r0 = (int)((long)j->n * part / nparts), r1 = (int)((long)j->n * (part + 1) / nparts);
+    if (j->m->cfg.residual)
+        nf_mlp_residual_backward_rows(j->m, j->P, j->ws, j->dx, j->dctx, j->dy, j->x, j->ctx, j->n, r0, r1);
+    else
+        nf_mlp_plain_backward_rows(j->m, j->P, j->ws, j->dx, j->dctx, j->dy, j->x, j->ctx, j->n, r0, r1);
+}
+
+static void backward_params_part(void *arg, int part, int nparts)
+{
+    const pass_job *j = arg;
+    if (j->m->cfg.residual)
+        nf_mlp_residual_backward_params(j->m, j->P, j->ws, j->dy, j->x, j->ctx, j->n, part, nparts);
+    else
+        nf_mlp_plain_backward_params(j->m, j->P, j->ws, j->dy, j->x, j->ctx, j->n, part, nparts);
+}
+
+/* Parts of a pass on T threads: two per thread, so a thread that starts late leaves its second part
+ * to the others; at least NF_NN_MIN_ROWS rows each. */
+static int row_parts(int T, int n)
+{
+    if (T <= 1) return 1;
+    int p = 2 * T < n / NF_NN_MIN_ROWS ? 2 * T : n / NF_NN_MIN_ROWS;
+    return p > 1 ? p : 1;
 }
 
 void nf_mlp_forward(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
                     const nf_real *ctx, int n)
 {
     if (n <= 0) return;
-    if (m->cfg.residual) {
-        nf_mlp_residual_forward(m, P, ws, y, x, ctx, n);
-        return;
-    }
-    const int L = m->cfg.layers, H = m->cfg.hidden, nc = m->cfg.ctx;
-    const size_t nH = (size_t)n * H, per = plain_layer_size(m, n);
-    nf_real *act = ws + m->fixed_ws;
-    const nf_real *h = x; /* input of the current linear */
-    for (int l = 0; l < L; l++) {
-        nf_real *a = act + l * per, *hl = a + nH, *z = hl + nH, *cache = z + nH;
-        if (l == 0)
-            nf_linear_forward_cat(&m->lin[0], P, ws + m->lin_ws[0], a, x, ctx, nc, 0, n);
-        else
-            nf_linear_forward(&m->lin[l], P, ws + m->lin_ws[l], a, h, n);
-        const nf_real *pre = a;
-        if (m->cfg.layer_norm) {
-            nf_layernorm_forward(&m->ln[l], P, z, cache, a, n);
-            pre = z;
-        }
-        nf_act_forward_ex(m->cfg.act, m->slope, hl, pre, nH);
-        h = hl;
-    }
-    if (L == 0)
-        nf_linear_forward_cat(&m->lin[0], P, ws + m->lin_ws[0], y, x, ctx, nc, 0, n);
-    else
-        nf_linear_forward_cat(&m->lin[L], P, ws + m->lin_ws[L], y, h, ctx, m->out_ctx, 0, n);
+    for (int l = 0; l < m->nlin; l++) nf_linear_prepare(&m->lin[l], P, ws + m->lin_ws[l]);
+    const int T = nf_nn_threads(n, n * m->flops_per_row);
+    pass_job j = {m, (nf_params *)P, ws, y, NULL, NULL, x, ctx, NULL, n};
+    nf_threads_run(T, row_parts(T, n), forward_part, &j);
 }
 
-/* Walks forward in reverse: dh -> act' -> (layer norm') -> linear' -> dh of the layer below. */
+/* The chain of input gradients on parts of the batch's rows, then the parameter gradients in
+ * parts of every weight's rows, each over the whole batch. */
 void nf_mlp_backward(const nf_mlp *m, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dctx,
                      const nf_real *dy, const nf_real *x, const nf_real *ctx, int n)
 {
     if (n <= 0) return;
-    if (m->cfg.residual) {
-        nf_mlp_residual_backward(m, P, ws, dx, dctx, dy, x, ctx, n);
-        return;
-    }
-    const int L = m->cfg.layers, H = m->cfg.hidden, nc = m->cfg.ctx;
-    const size_t nH = (size_t)n * H, per = plain_layer_size(m, n);
-    nf_real *act = ws + m->fixed_ws;
-    if (L == 0) {
-        nf_linear_backward_cat(&m->lin[0], P, ws + m->lin_ws[0], dx, dctx, dy, x, ctx, nc, 1, n);
-        return;
-    }
-    nf_real *G1 = act + L * per, *G2 = G1 + nH;
-    nf_real *dh = G1, *tmp = G2;
-    nf_linear_backward_cat(&m->lin[L], P, ws + m->lin_ws[L], dh, dctx, dy, act + (L - 1) * per + nH, ctx,
-                           m->out_ctx, 0, n);
-    for (int l = L - 1; l >= 0; l--) {
-        nf_real *a = act + l * per, *hl = a + nH, *z = hl + nH, *cache = z + nH;
-        const nf_real *pre = m->cfg.layer_norm ? z : a;
-        nf_act_backward_ex(m->cfg.act, m->slope, tmp, dh, pre, hl, nH, 0);
-        nf_real *da = tmp;
-        if (m->cfg.layer_norm) {
-            memset(dh, 0, nH * sizeof *dh);
-            nf_layernorm_backward(&m->ln[l], P, dh, tmp, a, cache, n);
-            da = dh;
-        }
-        if (l == 0) {
-            nf_linear_backward_cat(&m->lin[0], P, ws + m->lin_ws[0], dx, dctx, da, x, ctx, nc, 1, n);
-        } else {
-            nf_real *next = da == G1 ? G2 : G1;
-            nf_linear_backward_cat(&m->lin[l], P, ws + m->lin_ws[l], next, NULL, da, a - per + nH, NULL, 0, 0, n);
-            dh = next;
-            tmp = next == G1 ? G2 : G1;
-        }
-    }
+    const int T = nf_nn_threads(n, 2 * n * m->flops_per_row);
+    pass_job j = {m, P, ws, NULL, dx, dctx, x, ctx, dy, n};
+    nf_threads_run(T, row_parts(T, n), backward_rows_part, &j);
+    nf_threads_run(T, T > 1 ? (2 * T < NF_NN_MAX_THREADS ? 2 * T : NF_NN_MAX_THREADS) : 1, backward_params_part, &j);
+}
+
+int nf_nn_threads(int n, double flops)
+{
+    if (nf_threads_in_parallel() || flops < NF_NN_PAR_FLOPS) return 1;
+    int T = nf_blas_get_threads();
+    T = T < NF_NN_MAX_THREADS ? T : NF_NN_MAX_THREADS;
+    T = T < n / NF_NN_MIN_ROWS ? T : n / NF_NN_MIN_ROWS;
+    return T > 1 ? T : 1;
 }

@@ -3,10 +3,75 @@
 #ifndef NF_NN_INTERNAL_H
 #define NF_NN_INTERNAL_H
 
+#include "core/threads.h"
 #include "nn/nn.h"
 
 /* Above this many entries, elementwise loops are split over OpenMP threads. */
 #define NF_NN_PAR_MIN 32768
+/* Split an elementwise loop of n entries over OpenMP threads?  Not inside a part of a shared pass
+ * or a parallel region, where it would only cost a team. */
+static inline int nf_nn_par(size_t n) { return n > NF_NN_PAR_MIN && !nf_threads_in_parallel(); }
+/* Threads that share one network pass at most (each needs its own scratch for masked blocks). */
+#define NF_NN_MAX_THREADS 8
+
+/* A masked weight (out, in) cut into blocks (nn/blocks.c): rows at rb[0..nrb], columns at cb[0..ncb]
+ * (always cut at the data/context boundary); cls[a * ncb + b] is 0 when block (a, b) is all masked
+ * (its products are skipped), 1 when all kept, 2 when mixed. */
+typedef struct nf_blocks {
+    int nrb, ncb;
+    int *rb, *cb;
+    unsigned char *cls;
+    size_t scratch;            /* nf_reals the weight gradient of the mixed blocks needs */
+    double kept;               /* fraction of the weight inside computed blocks */
+} nf_blocks;
+
+/* Plan modes: the cost model's choice; exactly the groups of identical rows and columns; none (the
+ * network then multiplies densely; only nf_mlp_replan takes it); a positive mode forces blocks of
+ * that many rows and columns (tests use the forced modes to reach mixed and fine blocks). */
+enum { NF_BLOCKS_AUTO = 0, NF_BLOCKS_GROUPS = -1, NF_BLOCKS_NONE = -2 };
+/* Plan the cuts of a mask (out, in) with nx data columns, then in - nx context columns. */
+int nf_blocks_plan(nf_blocks *bk, const unsigned char *mask, int out, int in, int nx, int mode);
+void nf_blocks_free(nf_blocks *bk);
+/* y (n, out) += [x | c] W^T over the non-zero blocks; x (n, nx), c (n, nc), W (out, in). */
+void nf_blocks_forward(const nf_blocks *bk, nf_real *y, const nf_real *x, const nf_real *c, int nx, int nc,
+                       const nf_real *W, int in, int out, int n);
+/* dx (=|+=) dy W[:, :nx] (accumulate), dc += dy W[:, nx:]; either may be NULL. */
+void nf_blocks_backward_input(const nf_blocks *bk, nf_real *dx, nf_real *dc, int accumulate, const nf_real *dy,
+                              int nx, int nc, const nf_real *W, int in, int out, int n);
+/* Rows [rb[a0], rb[a1]) of dW += dy^T [x | c] on the kept entries of mask (mixed blocks go through
+ * scratch, bk->scratch entries); dW_dense = 1 instead writes the non-zero blocks of those rows
+ * (=, not +=, unmasked) for the caller to mask. */
+void nf_blocks_backward_weight(const nf_blocks *bk, const unsigned char *mask, nf_real *dW, int dW_dense,
+                               nf_real *scratch, const nf_real *dy, const nf_real *x, const nf_real *c, int nx,
+                               int nc, int in, int out, int n, int a0, int a1);
+/* The row blocks a0..a1 of share `part` of `parts`, balanced by computed area (may be empty). */
+void nf_blocks_share(const nf_blocks *bk, int part, int parts, int *a0, int *a1);
+
+/* Linear layers with a block plan (NULL: dense products); nf_linear_forward_cat and _backward_cat are
+ * these with bk = NULL. */
+size_t nf_linear_workspace_blocks(const nf_linear *L, const nf_blocks *bk);
+void nf_linear_forward_blocks(const nf_linear *L, const nf_blocks *bk, const nf_params *P, nf_real *ws, nf_real *y,
+                              const nf_real *x, const nf_real *c, int nc, int accumulate, int n);
+void nf_linear_backward_blocks(const nf_linear *L, const nf_blocks *bk, nf_params *P, nf_real *ws, nf_real *dx,
+                               nf_real *dc, const nf_real *dy, const nf_real *x, const nf_real *c, int nc,
+                               int accumulate, int n);
+/* The same in pieces, for threads sharing a pass: prepare writes the effective weight (weight norm)
+ * into ws once; apply (forward) and grad_input run on any rows of the batch; grad_params adds the
+ * bias and weight gradients of share `part` of `parts` (<= NF_NN_MAX_THREADS) of W's rows over the
+ * whole batch, so shares never write the same entry. */
+void nf_linear_prepare(const nf_linear *L, const nf_params *P, nf_real *ws);
+void nf_linear_apply(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *y,
+                     const nf_real *x, const nf_real *c, int nc, int accumulate, int n);
+void nf_linear_grad_input(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *dx,
+                          nf_real *dc, const nf_real *dy, int nc, int accumulate, int n);
+void nf_linear_grad_params(const nf_linear *L, const nf_blocks *bk, nf_params *P, nf_real *ws, const nf_real *dy,
+                           const nf_real *x, const nf_real *c, int nc, int n, int part, int parts);
+
+/* Layer norm in the same pieces: dx on any rows; dgamma, dbeta on columns c0..c1 over all n rows. */
+void nf_layernorm_grad_input(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *dy,
+                             const nf_real *x, const nf_real *cache, int n);
+void nf_layernorm_grad_params(const nf_layernorm *L, nf_params *P, const nf_real *dy, const nf_real *x,
+                              const nf_real *cache, int n, int c0, int c1);
 
 struct nf_mlp {
     nf_mlp_config cfg;
@@ -21,14 +86,45 @@ struct nf_mlp {
     int *deg;                  /* MADE: input degrees (in) */
     int *hdeg;                 /* MADE: hidden degrees (hidden), sorted ascending */
     unsigned char *masks;      /* MADE: every mask, one allocation */
+    nf_blocks *blocks;         /* MADE: the block plan of each linear (nlin) */
+    double flops_per_row;      /* products of one row's forward pass (threading threshold) */
 };
 
-/* Per-batch part of the workspace (after fixed_ws), and the residual network's passes. */
+/* The block plan of linear l (NULL: dense products). */
+static inline const nf_blocks *nf_mlp_blocks(const nf_mlp *m, int l) { return m->blocks ? &m->blocks[l] : NULL; }
+
+/* MADE: plan the block cuts again in an NF_BLOCKS_* mode (or a forced block size); the workspace
+ * size may change.  A plain network ignores it. */
+int nf_mlp_replan(nf_mlp *m, int mode);
+
+/* Threads for one network pass over n rows with `flops` of products: 1 inside a parallel part,
+ * below NF_NN_PAR_FLOPS or with fewer than NF_NN_MIN_ROWS rows a thread; else nf_blas_get_threads()
+ * (at most NF_NN_MAX_THREADS).  A pass runs as jobs of core/threads.h: forward is one job whose
+ * parts (two per thread) are slices of the batch's rows, each running every layer on its rows with
+ * one-thread products; backward is two, the chain of input gradients on slices of rows, then the
+ * parameter gradients in shares of every weight's rows (over the whole batch).  Two or three hand-offs per
+ * network and step, where splitting every product would cost one per product; and a part computes
+ * the same whichever thread runs it, so results do not depend on the thread count. */
+#define NF_NN_PAR_FLOPS 4e6
+#define NF_NN_MIN_ROWS 16
+int nf_nn_threads(int n, double flops);
+
+/* Per-batch part of the workspace (after fixed_ws), and the passes on rows r0..r1 of a batch of n
+ * (arrays keep the whole batch's layout), then the parameter gradients' share `part` of `parts`. */
+size_t nf_mlp_plain_workspace(const nf_mlp *m, int n);
+void nf_mlp_plain_forward_rows(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                               const nf_real *ctx, int n, int r0, int r1);
+void nf_mlp_plain_backward_rows(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *dx, nf_real *dctx,
+                                const nf_real *dy, const nf_real *x, const nf_real *ctx, int n, int r0, int r1);
+void nf_mlp_plain_backward_params(const nf_mlp *m, nf_params *P, nf_real *ws, const nf_real *dy, const nf_real *x,
+                                  const nf_real *ctx, int n, int part, int parts);
 size_t nf_mlp_residual_workspace(const nf_mlp *m, int n);
-void nf_mlp_residual_forward(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
-                             const nf_real *ctx, int n);
-void nf_mlp_residual_backward(const nf_mlp *m, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dctx,
-                              const nf_real *dy, const nf_real *x, const nf_real *ctx, int n);
+void nf_mlp_residual_forward_rows(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                                  const nf_real *ctx, int n, int r0, int r1);
+void nf_mlp_residual_backward_rows(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *dx, nf_real *dctx,
+                                   const nf_real *dy, const nf_real *x, const nf_real *ctx, int n, int r0, int r1);
+void nf_mlp_residual_backward_params(const nf_mlp *m, nf_params *P, nf_real *ws, const nf_real *dy,
+                                     const nf_real *x, const nf_real *ctx, int n, int part, int parts);
 
 /* W, b ~ U(-bound, bound); masked entries zero; with weight norm g_j = |V_j|. */
 void nf_linear_init_uniform(nf_linear *L, nf_params *P, double bound, nf_rng *rng);

@@ -1,13 +1,15 @@
 /* tests/check_rqspline.c - the rational-quadratic spline kernel (flows/rqspline.c): identity at zero
  * parameters, a hand-computed value, monotonicity, continuity of value and slope at the knots, linear
- * tails, inverse(forward) inside, near knots and far outside [-B, B], the log-derivative against
- * finite differences, and every gradient (input and unnormalised parameters, both directions)
- * against central differences in the double build. */
+ * tails, inverse(forward) inside, near knots and far outside [-B, B], blocked and threaded batches
+ * against elements alone, the overwriting backward passes, the fast float exp/log/tanh, the
+ * log-derivative against finite differences, and every gradient (input and unnormalised
+ * parameters, both directions) against central differences in the double build. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "flows/fastmath.h"
 #include "flows/rqspline.h"
 #include "tests/testutil.h"
 
@@ -187,15 +189,26 @@ START_TEST(test_roundtrip)
         nf_real *x2 = malloc(m * sizeof(nf_real)), *lf = malloc(m * sizeof(nf_real)), *li = malloc(m * sizeof(nf_real));
         nf_real *ldf = calloc(m, sizeof(nf_real)), *ldi = calloc(m, sizeof(nf_real));
         for (int i = 0; i < m; i++) memcpy(th + (size_t)i * P, th1, P * sizeof(nf_real));
+        nf_real *y2 = malloc(m * sizeof(nf_real)), *lf2 = malloc(m * sizeof(nf_real));
         nf_rqspline_forward(&s, y, ldf, lf, x, th, m, 1, 1);
         nf_rqspline_inverse(&s, x2, ldi, li, y, th, m, 1, 1);
+        nf_rqspline_forward(&s, y2, NULL, lf2, x2, th, m, 1, 1);
         for (int i = 0; i < m; i++) {
             ck_assert_msg(fabs(x2[i] - x[i]) <= TOL_INV * (1 + fabs(x[i])), "K=%d: inverse(forward(%.12g)) = %.12g", K,
                           (double)x[i], (double)x2[i]);
+            /* the inverse's log-determinant is minus the forward one at the point it returns (in float, y's
+             * rounding moves that point by up to half an ulp of y over the slope, which in a steep
+             * narrow bin changes log s' by more than the tolerance, so x itself is compared in double) */
+            ck_assert_msg(fabs(lf2[i] - li[i]) < 10 * TOL_INV && fabs(lf2[i] + ldi[i]) < 10 * TOL_INV,
+                          "K=%d: logdets %g and %g do not cancel at x = %g", K, (double)lf2[i], (double)ldi[i],
+                          (double)x2[i]);
+#ifdef NF_DOUBLE
             ck_assert_msg(fabs(ldf[i] + ldi[i]) < 10 * TOL_INV, "K=%d: logdets %g and %g do not cancel at x = %g", K,
                           (double)ldf[i], (double)ldi[i], (double)x[i]);
+#endif
             if (fabs(x[i]) > 3.0) ck_assert(y[i] == x[i] && lf[i] == 0);
         }
+        free(y2); free(lf2);
         /* forward(inverse(y)) for y at and near the y-knots */
         m = test_points(x, yk, K, 3.0);
         nf_rqspline_inverse(&s, x2, NULL, NULL, x, th, m, 1, 1);
@@ -231,6 +244,156 @@ START_TEST(test_strided_column)
     free(th);
 }
 END_TEST
+
+/* The batch is cut into blocks and, on large batches, threads: every element must come out as it
+ * does alone.  Many rows (over the threading threshold), odd widths, a strided layout and the
+ * largest bin count (a smaller block). */
+START_TEST(test_blocks_match_single)
+{
+    const int bins[2] = {8, NF_RQSPLINE_MAX_BINS};
+    for (int bi = 0; bi < 2; bi++) {
+        nf_rqspline s;
+        nf_rqspline_init(&s, bins[bi], 2.75);
+        const int P = nf_rqspline_nparams(&s), n = bi ? 203 : 4111, d = 5, stride = 7;
+        const size_t m = (size_t)n * stride;
+        nf_real *th = random_theta(&s, (int)m, 1.2, 90 + bi);
+        nf_real *x = malloc(m * sizeof(nf_real)), *y = malloc(m * sizeof(nf_real)), *x2 = malloc(m * sizeof(nf_real));
+        nf_real *ld = calloc(n, sizeof(nf_real)), *lde = malloc(m * sizeof(nf_real));
+        nf_real *dx = calloc(m, sizeof(nf_real)), *dth = calloc(m * P, sizeof(nf_real)), *gy = malloc(m * sizeof(nf_real));
+        nf_real *gl = malloc(n * sizeof(nf_real));
+        nf_test_fill_uniform(x, m, -3.1, 3.1, 91);
+        nf_test_fill_normal(gy, m, 0.9, 92);
+        nf_test_fill_normal(gl, n, 0.7, 93);
+        for (size_t i = 0; i < m; i++) y[i] = x2[i] = (nf_real)-7.5; /* columns d..stride stay untouched */
+        nf_rqspline_forward(&s, y, ld, lde, x, th, n, d, stride);
+        nf_rqspline_inverse(&s, x2, NULL, NULL, y, th, n, d, stride);
+        nf_rqspline_backward(&s, dx, dth, gy, gl, x, th, n, d, stride);
+        for (int r = 0; r < n; r += bi ? 1 : 37) {
+            double sum = 0;
+            for (int j = 0; j < stride; j++) {
+                size_t at = (size_t)r * stride + j;
+                if (j >= d) {
+                    ck_assert(y[at] == (nf_real)-7.5 && x2[at] == (nf_real)-7.5 && dx[at] == 0);
+                    continue;
+                }
+                nf_real y1, l1, dx1 = 0, gl1 = gl[r], *dth1 = calloc(P, sizeof(nf_real));
+                nf_rqspline_forward(&s, &y1, NULL, &l1, x + at, th + at * P, 1, 1, 1);
+                nf_rqspline_backward(&s, &dx1, dth1, gy + at, &gl1, x + at, th + at * P, 1, 1, 1);
+                ck_assert_msg(y1 == y[at] && l1 == lde[at], "row %d col %d: %g in the batch, %g alone", r, j,
+                              (double)y[at], (double)y1);
+                ck_assert(fabs(x2[at] - x[at]) <= TOL_INV * 10 * (1 + fabs(x[at])));
+                ck_assert(dx1 == dx[at]);
+                for (int p = 0; p < P; p++) ck_assert(dth1[p] == dth[at * P + p]);
+                sum += l1;
+                free(dth1);
+            }
+            ck_assert(fabs(ld[r] - sum) <= 1e-5 * (1 + fabs(sum)));
+        }
+        free(th); free(x); free(y); free(x2); free(ld); free(lde); free(dx); free(dth); free(gy); free(gl);
+    }
+}
+END_TEST
+
+/* The _ex backward passes with accumulate = 0 overwrite all of dtheta (whatever it held, NaN
+ * included) with exactly what accumulating into zeros gives; dx / dy still accumulate. */
+START_TEST(test_backward_overwrite)
+{
+    nf_rqspline s;
+    nf_rqspline_init(&s, 6, 2.25);
+    const int P = nf_rqspline_nparams(&s), n = 9, d = 3, m = n * d;
+    nf_real *th = random_theta(&s, m, 1.4, 71);
+    nf_real x[27], y[27], gx[27], gl[9], dx0[27], dx1[27];
+    nf_real *dt0 = calloc((size_t)m * P, sizeof(nf_real)), *dt1 = malloc((size_t)m * P * sizeof(nf_real));
+    nf_test_fill_uniform(x, m, -2.6, 2.6, 72);
+    x[5] = (nf_real)3.625; /* a tail element: its parameters get zeros */
+    nf_test_fill_normal(gx, m, 1.1, 73);
+    nf_test_fill_normal(gl, n, 0.8, 74);
+    for (int inv = 0; inv < 2; inv++) {
+        for (int i = 0; i < m; i++) dx0[i] = dx1[i] = (nf_real)0.375;
+        memset(dt0, 0, (size_t)m * P * sizeof(nf_real));
+        for (int p = 0; p < m * P; p++) dt1[p] = p % 3 ? (nf_real)8.5 : (nf_real)NAN;
+        if (!inv) {
+            nf_rqspline_backward(&s, dx0, dt0, gx, gl, x, th, n, d, d);
+            nf_rqspline_backward_ex(&s, dx1, dt1, gx, gl, x, th, n, d, d, 0);
+        } else {
+            nf_rqspline_inverse(&s, y, NULL, NULL, x, th, n, d, d);
+            nf_rqspline_inverse_backward(&s, dx0, dt0, gx, gl, y, th, n, d, d);
+            nf_rqspline_inverse_backward_ex(&s, dx1, dt1, gx, gl, y, th, n, d, d, 0);
+        }
+        for (int i = 0; i < m; i++) ck_assert(dx0[i] == dx1[i] && dx0[i] != (nf_real)0.375);
+        for (int p = 0; p < m * P; p++)
+            ck_assert_msg(dt0[p] == dt1[p], "%s: dtheta[%d] = %g overwritten, %g accumulated", inv ? "inverse" : "forward",
+                          p, (double)dt1[p], (double)dt0[p]);
+    }
+    for (int p = 0; p < P; p++) ck_assert(dt1[5 * P + p] == 0);
+    free(th); free(dt0); free(dt1);
+}
+END_TEST
+
+/* The cached forward gives the same outputs, and the cached backward exactly the same gradients as
+ * the one that recomputes, on a strided batch large enough to be threaded, accumulating and
+ * overwriting. */
+START_TEST(test_cached_backward)
+{
+    nf_rqspline s;
+    nf_rqspline_init(&s, 7, 2.5);
+    const int P = nf_rqspline_nparams(&s), n = 3001, d = 6, stride = 9;
+    const size_t m = (size_t)n * stride;
+    nf_real *th = random_theta(&s, (int)m, 1.5, 81);
+    nf_real *x = malloc(m * sizeof(nf_real)), *gy = malloc(m * sizeof(nf_real)), *gl = malloc(n * sizeof(nf_real));
+    nf_real *y0 = calloc(m, sizeof(nf_real)), *y1 = calloc(m, sizeof(nf_real));
+    nf_real *ld0 = calloc(n, sizeof(nf_real)), *ld1 = calloc(n, sizeof(nf_real));
+    nf_real *dx0 = calloc(m, sizeof(nf_real)), *dx1 = calloc(m, sizeof(nf_real));
+    nf_real *dt0 = calloc(m * P, sizeof(nf_real)), *dt1 = malloc(m * P * sizeof(nf_real));
+    nf_real *cache = malloc(nf_rqspline_cache_size(&s, n, d) * sizeof(nf_real));
+    ck_assert(nf_rqspline_cache_size(&s, n, d) >= (size_t)n * d * (2 * 7 + 15));
+    nf_test_fill_uniform(x, m, -2.9, 2.9, 82);
+    nf_test_fill_normal(gy, m, 1.2, 83);
+    nf_test_fill_normal(gl, n, 0.6, 84);
+    for (int accumulate = 0; accumulate < 2; accumulate++) {
+        nf_rqspline_forward(&s, y0, ld0, NULL, x, th, n, d, stride);
+        nf_rqspline_forward_cached(&s, y1, ld1, NULL, x, th, n, d, stride, cache);
+        for (size_t i = 0; i < m; i++) ck_assert(y0[i] == y1[i]);
+        for (int r = 0; r < n; r++) ck_assert(ld0[r] == ld1[r]);
+        for (size_t p = 0; p < m * P; p++) dt1[p] = accumulate ? dt0[p] : (nf_real)NAN;
+        nf_rqspline_backward_ex(&s, dx0, dt0, gy, gl, x, th, n, d, stride, accumulate);
+        nf_rqspline_backward_cached(&s, dx1, dt1, gy, gl, cache, n, d, stride, accumulate);
+        double worst = 0;
+        for (size_t i = 0; i < m; i++) worst = fmax(worst, nf_test_relerr(dx0[i], dx1[i], 1e-3));
+        for (size_t p = 0; p < m * P; p++) {
+            if ((p / P) % stride >= (size_t)d) continue; /* columns the calls do not touch */
+            worst = fmax(worst, nf_test_relerr(dt0[p], dt1[p], 1e-3));
+        }
+        ck_assert_msg(worst == 0, "cached gradients differ by %g", worst);
+    }
+    free(th); free(x); free(gy); free(gl); free(y0); free(y1); free(ld0); free(ld1);
+    free(dx0); free(dx1); free(dt0); free(dt1); free(cache);
+}
+END_TEST
+
+#ifndef NF_DOUBLE
+/* flows/fastmath.h against libm: a few ulp over the kernels' ranges, and the special values. */
+START_TEST(test_fastmath)
+{
+    double worst_exp = 0, worst_log = 0, worst_l1p = 0, worst_tanh = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float u = (float)(-87.0 + 175.0 * i / 200000.0);
+        worst_exp = fmax(worst_exp, fabs((double)nf_fast_expf(u) - exp(u)) / exp(u));
+        float v = (float)exp(-80.0 + 160.0 * i / 200000.0);
+        worst_log = fmax(worst_log, fabs((double)nf_fast_logf(v) - log(v)) / fmax(fabs(log(v)), 1.0));
+        float t = (float)exp(-40.0 + 40.0 * i / 200000.0) * (i % 2 ? 1 : -0.999f);
+        worst_l1p = fmax(worst_l1p, fabs((double)nf_fast_log1pf(t) - log1p(t)) / fabs(log1p(t)));
+        float z = (float)(-9.0 + 18.0 * i / 200000.0) + 1e-4f;
+        worst_tanh = fmax(worst_tanh, fabs((double)nf_fast_tanhf(z) - tanh(z)) / fabs(tanh(z)));
+    }
+    ck_assert_msg(worst_exp < 5e-7 && worst_log < 3e-7 && worst_l1p < 5e-7 && worst_tanh < 5e-7,
+                  "relative errors: exp %g, log %g, log1p %g, tanh %g", worst_exp, worst_log, worst_l1p, worst_tanh);
+    ck_assert(isnan(nf_fast_expf(NAN)) && isnan(nf_fast_logf(NAN)) && isnan(nf_fast_tanhf(NAN)));
+    ck_assert(isnan(nf_fast_logf(-2.5f)) && nf_fast_logf(0.0f) == -INFINITY && nf_fast_logf(INFINITY) == INFINITY);
+    ck_assert(nf_fast_expf(0.0f) == 1.0f && nf_fast_logf(1.0f) == 0.0f && nf_fast_expf(-1000.0f) < 1e-37f);
+}
+END_TEST
+#endif
 
 #ifdef NF_DOUBLE
 /* log s'(x) against a central difference of s. */
@@ -361,6 +524,12 @@ static Suite *suite(void)
     tcase_add_test(tc, test_monotone_and_continuous);
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_strided_column);
+    tcase_add_test(tc, test_blocks_match_single);
+    tcase_add_test(tc, test_backward_overwrite);
+    tcase_add_test(tc, test_cached_backward);
+#ifndef NF_DOUBLE
+    tcase_add_test(tc, test_fastmath);
+#endif
 #ifdef NF_DOUBLE
     tcase_add_test(tc, test_logderiv_fd);
     tcase_add_test(tc, test_gradients_forward);
