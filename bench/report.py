@@ -132,8 +132,8 @@ else:
 
 # ---- thread settings and training
 md.append("\n## 1. Training throughput (optimizer steps per second: forward + backward + Adam)\n")
-md.append("Every thread setting measured; the fastest of each side is compared. nf: `--threads T` (OpenMP and"
-          " OpenBLAS both T). PyTorch: `torch.set_num_threads(T)` with `OPENBLAS_NUM_THREADS=B` (shown T thr, OB=B).\n")
+md.append("Every thread setting measured; the fastest of each side is compared. nf: `--threads T` (nf_blas_set_threads"
+          " and OpenMP: the threads of nf's loops and of its matrix products). PyTorch: `torch.set_num_threads(T)` with `OPENBLAS_NUM_THREADS=B` (shown T thr, OB=B).\n")
 md.append("CPU share = process CPU time / (wall time x threads): near 100% when the measurement had its cores to"
           " itself; far below it means other processes took the cores and the wall-clock figure understates"
           " the speed.\n")

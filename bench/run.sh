@@ -23,6 +23,7 @@
 #   BENCH_QUALITY_STEPS_OTHER   steps for the other quality sets                    [1000; quick 100]
 #   BENCH_QUALITY_SETS          which sets                       [all seven; quick: checkerboard 8gaussians teacher16]
 #   BENCH_QUALITY_TRAIN_N / BENCH_QUALITY_TEST_N  rows of the train and test files  [100000 / 20000]
+#   BENCH_QUALITY_SEED          training seed of both sides (initial weights, batches)  [1]
 #   BENCH_MEM_STEPS             steps of the memory run                             [300; quick 30]
 set -u
 cd "$(dirname "$0")/.."
@@ -49,6 +50,7 @@ fi
 NF_THREADS=${BENCH_NF_THREADS:-1 2}
 TORCH_SETTINGS=${BENCH_TORCH_SETTINGS:-1:1 2:1 1:2}
 QSETS=${BENCH_QUALITY_SETS:-$QSETS_DEFAULT}
+QSEED=${BENCH_QUALITY_SEED:-1}
 CONFIGS="maf realnvp nsf maf-small"
 # nf's command re-executes itself with passive OpenMP waiting (apps/main.c: spinning threads are
 # many times slower on busy cores); the bench programs and PyTorch get the same environment.
@@ -179,7 +181,7 @@ quality_nf() {  # SET STEPS TRAIN TEST
     local name=$1 steps=$2 model=$OUT/models/q_$1.h5 ev
     if ! run /dev/null "$NF" fit "$3" -o "$model" --flow nsf-coupling --layers 10 --bins 8 --tail 5 --hidden 128 \
         --blocks 2 --steps "$steps" --batch 512 --lr 1e-3 --optimizer adam --schedule cosine --clip 5 --val-frac 0 \
-        --checkpoint-every 0 --seed 1 --threads 1 --quiet; then
+        --checkpoint-every 0 --seed "$QSEED" --threads 1 --quiet; then
         echo "{\"impl\": \"nf\", \"bench\": \"quality\", \"name\": \"$name\", \"steps\": $steps, \"error\": \"nf fit failed\"}"
         return
     fi
@@ -205,7 +207,7 @@ print(json.dumps(d))"
 }
 quality_ref() {
     run /dev/stdout env OPENBLAS_NUM_THREADS=1 $PY bench/ref_bench.py fit --train "$3" --test "$4" --steps "$2" \
-        --batch 512 --threads 1 --seed 1 --name "$1" ||
+        --batch 512 --threads 1 --seed "$QSEED" --name "$1" ||
         echo "{\"impl\": \"torch\", \"bench\": \"quality\", \"name\": \"$1\", \"steps\": $2, \"error\": \"reference fit failed\"}"
 }
 make_data() {  # NAME N SEED OUT [--dim D]: nf data make, or bench_data where the command is missing
