@@ -338,6 +338,8 @@ else:
 md.append("## Targets\n")
 md.append("| target | measured | status | where the time goes / reason |\n|---|---|---|---|")
 for name, ok, measured, why in targets:
+    if not ok and not why:
+        why = "see the analysis below"
     md.append(f"| {name} | {measured} | {mark(ok)} | {why if not ok else ''} |")
 analysis = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ANALYSIS.md")
 if os.path.exists(analysis):
