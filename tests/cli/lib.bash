@@ -24,14 +24,18 @@ W=$T/w
 mkdir "$W" || exit 2
 BG_PIDS=""
 
+# The traps belong to this shell only: a subshell (the watchdog of wait_bg) that is signalled in
+# the instant after fork, before bash resets its traps, would otherwise run them and delete $T
+# under the running test.
 cleanup() {
     local p
+    [ "${BASHPID:-$$}" = "$$" ] || return 0
     for p in $BG_PIDS; do kill -9 "$p" 2>/dev/null; done
     wait 2>/dev/null
     rm -rf "$T"
 }
 trap cleanup EXIT
-trap 'exit 3' INT TERM
+trap '[ "${BASHPID:-$$}" = "$$" ] && exit 3' INT TERM
 cd "$W" || exit 2
 
 NPASS=0
@@ -65,7 +69,7 @@ wait_bg() {
     dog=$!
     wait "$pid"
     st=$?
-    kill "$dog" 2>/dev/null
+    kill -9 "$dog" 2>/dev/null   # SIGKILL runs no trap, even in a subshell not yet set up
     wait "$dog" 2>/dev/null
     bg_forget "$pid"
     return $st
