@@ -25,6 +25,9 @@ endif
 B := build/$(VARIANT)
 
 CFLAGS  ?=
+# -fno-math-errno: nf never reads errno after a math call, and without it a loop calling sqrt
+# cannot be vectorised (each call would have to be able to set errno).
+CFLAGS  += -fno-math-errno
 CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wpedantic -fopenmp -fPIC -g $(OPT) $(DEFS) \
            -I. $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -fopenmp -lm

@@ -146,7 +146,30 @@ static int checkpoint(void *user, nf_trainer *t)
     return nf_model_save(c->out, c->flow, &c->meta, t);
 }
 
-/* Seeded split of (x, ctx) into train and validation rows, in place into new arrays. */
+/* Move row perm[i] of the (n, w) array a to row i for every i, in place, following the cycles of
+ * the permutation (perm is consumed: visited entries are set to n). */
+static void permute_rows(nf_real *a, size_t w, size_t *perm, size_t n, nf_real *tmp)
+{
+    for (size_t start = 0; start < n; start++) {
+        if (perm[start] == n) continue;
+        memcpy(tmp, a + start * w, w * sizeof *a);
+        size_t j = start;
+        for (;;) {
+            size_t k = perm[j];
+            perm[j] = n;
+            if (k == start) {
+                memcpy(a + j * w, tmp, w * sizeof *a);
+                break;
+            }
+            memcpy(a + j * w, a + k * w, w * sizeof *a);
+            j = k;
+        }
+    }
+}
+
+/* Seeded split of (x, ctx) into validation rows (first) and training rows (the rest): the rows of
+ * `all` are shuffled in place and tr, va are views into it (no copy of the data: nf fit's peak
+ * memory is the data plus the model).  `all` keeps owning the arrays. */
 static int split(app_data *all, double frac, uint64_t seed, app_data *tr, app_data *va)
 {
     memset(tr, 0, sizeof *tr);
@@ -155,30 +178,34 @@ static int split(app_data *all, double frac, uint64_t seed, app_data *tr, app_da
     if (frac > 0 && nv == 0 && all->n >= 2) nv = 1;
     size_t nt = all->n - nv;
     if (nt == 0) return nf_error(NF_EDATA, "--val-frac %g leaves no training samples out of %zu", frac, all->n);
+    size_t w = all->d > all->c ? all->d : all->c;
     size_t *perm = malloc(all->n * sizeof *perm);
+    nf_real *tmp = malloc(w * sizeof *tmp);
     nf_rng *r = nf_rng_alloc(seed, 0x73706c74);
-    tr->x = malloc(nt * all->d * sizeof(nf_real));
-    va->x = malloc((nv ? nv : 1) * all->d * sizeof(nf_real));
-    if (all->c) {
-        tr->ctx = malloc(nt * all->c * sizeof(nf_real));
-        va->ctx = malloc((nv ? nv : 1) * all->c * sizeof(nf_real));
-    }
-    if (!perm || !r || !tr->x || !va->x || (all->c && (!tr->ctx || !va->ctx))) {
+    if (!perm || !tmp || !r) {
         free(perm);
+        free(tmp);
         nf_rng_free(r);
         return nf_error(NF_ENOMEM, "out of memory splitting %zu samples", all->n);
     }
     nf_rng_permutation(r, perm, all->n);
-    for (size_t i = 0; i < all->n; i++) {
-        app_data *dst = i < nv ? va : tr;
-        size_t row = i < nv ? i : i - nv;
-        memcpy(dst->x + row * all->d, all->x + perm[i] * all->d, all->d * sizeof(nf_real));
-        if (all->c) memcpy(dst->ctx + row * all->c, all->ctx + perm[i] * all->c, all->c * sizeof(nf_real));
+    if (all->c) {
+        size_t *perm2 = malloc(all->n * sizeof *perm2);
+        if (!perm2) {
+            free(perm), free(tmp), nf_rng_free(r);
+            return nf_error(NF_ENOMEM, "out of memory splitting %zu samples", all->n);
+        }
+        memcpy(perm2, perm, all->n * sizeof *perm2);
+        permute_rows(all->ctx, all->c, perm2, all->n, tmp);
+        free(perm2);
     }
-    tr->n = nt, tr->d = all->d, tr->c = all->c;
-    va->n = nv, va->d = all->d, va->c = all->c;
+    permute_rows(all->x, all->d, perm, all->n, tmp);
     free(perm);
+    free(tmp);
     nf_rng_free(r);
+    *va = (app_data){.n = nv, .d = all->d, .c = all->c, .x = all->x, .ctx = all->ctx};
+    *tr = (app_data){.n = nt, .d = all->d, .c = all->c, .x = all->x + nv * all->d,
+                     .ctx = all->c ? all->ctx + nv * all->c : NULL};
     return NF_OK;
 }
 
@@ -339,6 +366,7 @@ int nf_cmd_fit(int argc, char **argv)
     nf_flow *flow = NULL;
     nf_trainer *tr = NULL;
     app_data all = {0}, train = {0}, val = {0};
+    int split_views = 0;
     int rc = NF_OK, status = 1;
     int resuming = a.resume != NULL;
 
@@ -363,8 +391,9 @@ int nf_cmd_fit(int argc, char **argv)
         train = all;
         memset(&all, 0, sizeof all);
         if ((rc = app_data_load(a.val, a.dataset, train.d, train.c, train.c > 0, &val)) != NF_OK) goto fail;
-    } else if ((rc = split(&all, a.val_frac, a.cfg.seed, &train, &val)) != NF_OK) {
-        goto fail;
+    } else {
+        if ((rc = split(&all, a.val_frac, a.cfg.seed, &train, &val)) != NF_OK) goto fail;
+        split_views = 1;   /* train and val point into all */
     }
     if (!flow) {
         char spec[1 << 15];
@@ -451,8 +480,10 @@ fail:
 out:
     nf_trainer_free(tr);
     nf_flow_free(flow);
+    if (!split_views) {
+        app_data_free(&train);
+        app_data_free(&val);
+    }
     app_data_free(&all);
-    app_data_free(&train);
-    app_data_free(&val);
     return status;
 }

@@ -102,6 +102,14 @@ int nf_flow_last_sweeps(const nf_flow *f)
     return s;
 }
 
+/* Give the workspace back (the next call reserves what its batch needs). */
+static void release(nf_flow *f)
+{
+    free(f->h), free(f->g), free(f->g2), free(f->ld), free(f->dld), free(f->ws);
+    f->h = f->g = f->g2 = f->ld = f->dld = f->ws = NULL;
+    f->cap_n = 0;
+}
+
 /* Grow the workspace to a batch of n (outside the hot path: only when a larger batch arrives). */
 static int reserve(nf_flow *f, int n)
 {
@@ -261,8 +269,10 @@ int nf_flow_init_data(nf_flow *f, const nf_real *x, const nf_real *ctx, int n)
         if (f->b[i].type->init_data) last = i;
     if (last < 0) return NF_OK;
     /* The data passes through the chain in chunks (the workspace stays batch-sized); only the
-     * current level is kept whole, for the statistics. */
-    enum { CHUNK = 4096 };
+     * current level is kept whole, for the statistics.  A workspace grown for the chunks is given
+     * back at the end, so training keeps only what its batches need. */
+    enum { CHUNK = 1024 };
+    const int cap_before = f->cap_n;
     size_t nd = (size_t)n * f->dim;
     nf_real *cur = malloc(nd * sizeof(nf_real)), *next = malloc(nd * sizeof(nf_real));
     int rc = cur && next ? reserve(f, n < CHUNK ? n : CHUNK) : nf_error(NF_ENOMEM, "out of memory initialising from %d samples", n);
@@ -285,6 +295,7 @@ int nf_flow_init_data(nf_flow *f, const nf_real *x, const nf_real *ctx, int n)
     }
     free(cur);
     free(next);
+    if (f->cap_n > cap_before) release(f);
     f->last_dir = 0;
     return rc;
 }
