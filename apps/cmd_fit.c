@@ -387,6 +387,8 @@ int nf_cmd_fit(int argc, char **argv)
     if ((rc = app_data_load(a.data, a.dataset, flow ? (size_t)flow->dim : 0, flow ? (size_t)flow->ctx_dim : 0,
                             !flow, &all)) != NF_OK)
         goto fail;
+    free(all.logp_true); /* true log-densities are for nf eval; training does not need them */
+    all.logp_true = NULL;
     if (a.val) {
         train = all;
         memset(&all, 0, sizeof all);

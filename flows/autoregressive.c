@@ -45,6 +45,7 @@ int nf_ar_create(nf_ar *ar, nf_bijector *b, nf_opts *opts, nf_rng *rng, const nf
     int rc = nf_mlp_create(&ar->made, &mc, b->P, name, rng);
     if (rc != NF_OK) return nf_error_context(rc, "%s (%s): conditioner", who, b->name);
 
+    ar->levels = nf_mlp_has_levels(ar->made);
     /* Group the dimensions by MADE degree: level k holds the dims a sequential pass k can fix. */
     const int *deg = nf_mlp_input_degrees(ar->made);
     int maxdeg = 0;
@@ -153,6 +154,7 @@ typedef struct ar_sweep {
     const nf_real *w, *ctx;
     nf_real *mlp_ws, *theta, *lde;
     nf_real *vc, *wc, *oc, *lc, *cc; /* (n, D) x4 and (n, C): the active rows */
+    int level_done;                  /* the last level computed incrementally on all rows, or 0 */
 } ar_sweep;
 
 static void inverse_dims(const nf_ar *ar, nf_real *out, nf_real *lde, const nf_real *w, const nf_real *theta, int m,
@@ -175,6 +177,14 @@ static int sweep(void *user, nf_real *v_new, const nf_real *v_old, const int *ro
     const nf_ar *ar = u->ar;
     const int D = ar->D, C = ar->C;
     const size_t rb = (size_t)D * sizeof(nf_real);
+    if (!rows && lo == hi && ar->levels && (lo == 1 || u->level_done == lo - 1)) {
+        /* a sequential pass right after the previous level: only what degree lo adds */
+        nf_mlp_forward_level(ar->made, u->P, u->mlp_ws, u->theta, v_old, C ? u->ctx : NULL, m, lo);
+        u->level_done = lo;
+        inverse_dims(ar, v_new, u->lde, u->w, u->theta, m, lo, hi);
+        return NF_OK;
+    }
+    u->level_done = 0;
     if (!rows) {
         nf_mlp_forward(ar->made, u->P, u->mlp_ws, u->theta, v_old, C ? u->ctx : NULL, m);
         inverse_dims(ar, v_new, u->lde, u->w, u->theta, m, lo, hi);
@@ -211,8 +221,10 @@ int nf_ar_slow(nf_bijector *b, const nf_ar *ar, nf_real *v, nf_real *logdet, con
 {
     ar_ws L = layout(ar, n);
     ar_sweep u = {ar, b->P, w, ctx, ws + L.mlp, ws + L.theta, ws + L.lde,
-                  ws + L.g, ws + L.r, ws + L.del, ws + L.sp, ws + L.ctx};
+                  ws + L.g, ws + L.r, ws + L.del, ws + L.sp, ws + L.ctx, 0};
     nf_jacobi_config cfg = nf_jacobi_config_of(b, ar->depth);
+    /* Level by level, the exact sequential solve costs one network pass: fewer than any Jacobi solve. */
+    if (ar->levels && cfg.method == NF_INVERT_AUTO) cfg.method = NF_INVERT_SEQUENTIAL;
     nf_jacobi_result res;
     int rc = nf_jacobi_solve_rows(&cfg, sweep, &u, v, w, ws + L.tmp, n, (size_t)ar->D, (int *)(ws + L.dtheta), &res);
     b->last_sweeps = res.sweeps;

@@ -62,6 +62,8 @@ typedef struct nf_ar {
     int depth;               /* largest MADE input degree: passes of an exact sequential solve */
     int *level_start;        /* (depth + 1): dims of degree k are level_dims[level_start[k-1] .. level_start[k]) */
     int *level_dims;         /* (D) */
+    int levels;              /* the MADE computes level by level (nf_mlp_forward_level): a sequential
+                                solve costs one network pass, so auto inversion takes it */
 } nf_ar;
 
 /* Options every autoregressive type reads, for the types' options_help lines. */

@@ -271,7 +271,7 @@ int nf_flow_init_data(nf_flow *f, const nf_real *x, const nf_real *ctx, int n)
     /* The data passes through the chain in chunks (the workspace stays batch-sized); only the
      * current level is kept whole, for the statistics.  A workspace grown for the chunks is given
      * back at the end, so training keeps only what its batches need. */
-    enum { CHUNK = 1024 };
+    enum { CHUNK = 512 };
     const int cap_before = f->cap_n;
     size_t nd = (size_t)n * f->dim;
     nf_real *cur = malloc(nd * sizeof(nf_real)), *next = malloc(nd * sizeof(nf_real));

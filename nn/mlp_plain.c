@@ -13,6 +13,7 @@
  */
 #include <string.h>
 
+#include "core/blas.h"
 #include "nn/nn_internal.h"
 
 typedef struct plain_ws {
@@ -141,4 +142,60 @@ void nf_mlp_plain_backward_params(const nf_mlp *m, nf_params *P, nf_real *ws, co
             nf_layernorm_grad_params(&m->ln[l], P, w.dz, w.a, w.cache, n, (int)((long)H * part / parts),
                                      (int)((long)H * (part + 1) / parts));
     }
+}
+
+/* Incremental MADE pass (nf_mlp_forward_level).  Hidden degrees are sorted ascending, so the units of
+ * degree k - 1 are the columns u0..u1 of every hidden layer, and units of degree <= k - 1 the prefix
+ * 0..u1.  A unit of degree k - 1 sees the inputs of degree <= k - 1 and the units of degree <= k - 1
+ * below it; an output of an input of degree k sees the units of degree <= k - 1.  So level k:
+ *   a_0[:, u0:u1] = b_0[u0:u1] + [x | ctx] W_0[u0:u1, :]^T          (masked columns are zero)
+ *   a_l[:, u0:u1] = b_l[u0:u1] + h_{l-1}[:, :u1] W_l[u0:u1, :u1]^T,   h_l = act(a_l)
+ *   y[:, rows of degree k] = b + h_L[:, :u1] W_out[rows, :u1]^T (+ ctx W_out[rows, H:]^T)
+ * and over levels 1..D every hidden unit is computed exactly once: a whole sequential inversion
+ * costs one network pass instead of D. */
+int nf_mlp_has_levels(const nf_mlp *m)
+{
+    if (!m->cfg.made || m->cfg.residual || m->cfg.layer_norm || m->cfg.weight_norm || m->cfg.layers < 1) return 0;
+    for (int l = 0; l < m->nlin; l++)
+        if (m->lin[l].weight_norm) return 0;
+    return 1;
+}
+
+/* y[:, o0:o1] = b[o0:o1] + h[:, :k] W[o0:o1, :k]^T (+ c W[o0:o1, in-nc:]^T): rows o0..o1 of a linear
+ * layer on the first k columns of its input (row stride ldh) and its nc context columns. */
+static void linear_part(const nf_linear *L, const nf_params *P, nf_real *y, int ldy, const nf_real *h, int ldh,
+                        int k, const nf_real *c, int nc, int o0, int o1, int n)
+{
+    const int rows = o1 - o0;
+    if (rows <= 0) return;
+    const nf_real *W = P->value + L->w + (size_t)o0 * L->in, *b = P->value + L->b + o0;
+    for (int r = 0; r < n; r++) memcpy(y + (size_t)r * ldy + o0, b, (size_t)rows * sizeof *y);
+    if (k > 0) nf_gemm(0, 1, n, rows, k, 1, h, ldh, W, L->in, 1, y + o0, ldy);
+    if (nc > 0) nf_gemm(0, 1, n, rows, nc, 1, c, nc, W + (L->in - nc), L->in, 1, y + o0, ldy);
+}
+
+void nf_mlp_forward_level(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                          const nf_real *ctx, int n, int k)
+{
+    const int L = m->cfg.layers, H = m->cfg.hidden, D = m->cfg.in, nc = m->cfg.ctx, opi = m->cfg.out_per_input;
+    if (n <= 0) return;
+    int u0 = 0, u1 = 0;
+    while (u0 < H && m->hdeg[u0] < k - 1) u0++;
+    u1 = u0;
+    while (u1 < H && m->hdeg[u1] <= k - 1) u1++;
+    const nf_real *h = NULL;
+    for (int l = 0; l < L; l++) {
+        plain_ws w = layer_at(m, ws, n, l, 0);
+        if (l == 0) linear_part(&m->lin[0], P, w.a, H, x, D, D, ctx, nc, u0, u1, n);
+        else linear_part(&m->lin[l], P, w.a, H, h, H, u1, NULL, 0, u0, u1, n);
+        if (u1 > u0)
+            for (int r = 0; r < n; r++)
+                nf_act_forward_ex(m->cfg.act, m->slope, w.h + (size_t)r * H + u0, w.a + (size_t)r * H + u0,
+                                  (size_t)(u1 - u0));
+        h = w.h;
+    }
+    for (int i = 0; i < D; i++)
+        if (m->deg[i] == k)
+            linear_part(&m->lin[L], P, y, m->cfg.out, h, H, u1, m->out_ctx ? ctx : NULL, m->out_ctx ? nc : 0,
+                        i * opi, (i + 1) * opi, n);
 }

@@ -118,6 +118,15 @@ size_t nf_mlp_workspace(const nf_mlp *m, int n);
 /* y (n, out) = net(x (n, in), ctx (n, ctx) or NULL). */
 void nf_mlp_forward(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
                     const nf_real *ctx, int n);
+/* MADE, incrementally: 1 when the network supports nf_mlp_forward_level (a plain MADE without layer
+ * norm or weight norm, with hidden layers).  nf_mlp_forward_level(k) computes what input degree k
+ * adds: the hidden units of degree k - 1 and the outputs of the inputs of degree k (the other
+ * outputs of y are left alone), reading x's inputs of degree < k and the hidden units that levels
+ * 1..k-1 left in ws (level 1 starts afresh; call the levels in order, on the same n rows).  The
+ * outputs of level k equal nf_mlp_forward's at this x; levels 1..D together cost one pass. */
+int nf_mlp_has_levels(const nf_mlp *m);
+void nf_mlp_forward_level(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                          const nf_real *ctx, int n, int k);
 /* After forward with the same ws: dx += dL/dx, dctx += dL/dctx (either may be NULL), P->grad += dL/dtheta. */
 void nf_mlp_backward(const nf_mlp *m, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dctx,
                      const nf_real *dy, const nf_real *x, const nf_real *ctx, int n);

@@ -881,6 +881,52 @@ START_TEST(test_made_one_dimension)
 }
 END_TEST
 
+/* nf_mlp_forward_level: a plain MADE computed level by level gives every output nf_mlp_forward gives,
+ * although before level k the inputs of degree >= k hold other values (as in a sequential
+ * inversion, where they are not solved yet); networks it does not cover say so. */
+START_TEST(test_made_levels)
+{
+    static const struct { int in, ctx, hidden, layers, opi, order, residual, wn, expect; } cases[] = {
+        {5, 2, 11, 2, 2, NF_ORDER_RANDOM, 0, 0, 1},   {4, 0, 12, 1, 3, NF_ORDER_REVERSED, 0, 0, 1},
+        {7, 1, 37, 3, 1, NF_ORDER_NATURAL, 0, 0, 1},  {1, 2, 6, 2, 2, NF_ORDER_NATURAL, 0, 0, 1},
+        {6, 0, 64, 2, 2, NF_ORDER_RANDOM, 0, 0, 1},   {4, 1, 8, 2, 2, NF_ORDER_NATURAL, 1, 0, 0},
+        {4, 1, 8, 2, 2, NF_ORDER_NATURAL, 0, 1, 0},   {4, 1, 8, 0, 2, NF_ORDER_NATURAL, 0, 0, 0},
+    };
+    for (int t = 0; t < (int)(sizeof cases / sizeof cases[0]); t++) {
+        nf_mlp_config cfg = config(cases[t].in, cases[t].ctx, cases[t].in * cases[t].opi, cases[t].hidden,
+                                   cases[t].layers, NF_ACT_TANH);
+        cfg.made = 1, cfg.out_per_input = cases[t].opi, cfg.order = cases[t].order;
+        cfg.residual = cases[t].residual, cfg.weight_norm = cases[t].wn;
+        net_case c;
+        net_setup(&c, &cfg, 9, 1, 1100 + t);
+        ck_assert_msg(nf_mlp_has_levels(c.m) == cases[t].expect, "case %d: has_levels %d", t, nf_mlp_has_levels(c.m));
+        if (!cases[t].expect) {
+            net_teardown(&c);
+            continue;
+        }
+        const int D = cfg.in, out = cfg.out;
+        const int *deg = nf_mlp_input_degrees(c.m);
+        nf_mlp_forward(c.m, c.P, c.ws, c.y, c.x, c.ctx, c.n);
+        nf_real *yl = malloc((size_t)c.n * out * sizeof *yl), *xs = malloc((size_t)c.n * D * sizeof *xs);
+        for (int i = 0; i < c.n * out; i++) yl[i] = NAN;
+        const size_t nws = nf_mlp_workspace(c.m, c.n); /* forget the one-pass activations */
+        for (size_t i = 0; i < nws; i++) c.ws[i] = NAN;
+        for (int k = 1; k <= D; k++) {
+            for (int r = 0; r < c.n; r++)
+                for (int j = 0; j < D; j++)
+                    xs[r * D + j] = deg[j] < k ? c.x[r * D + j] : (nf_real)(3.5 + r + 7 * j + 11 * k);
+            nf_mlp_forward_level(c.m, c.P, c.ws, yl, xs, c.ctx, c.n, k);
+        }
+        for (int i = 0; i < c.n * out; i++)
+            ck_assert_msg(relerr(yl[i], c.y[i], 1) < TOL_FWD, "case %d: y[%d] = %.10g level by level, %.10g in one pass",
+                          t, i, (double)yl[i], (double)c.y[i]);
+        free(yl);
+        free(xs);
+        net_teardown(&c);
+    }
+}
+END_TEST
+
 START_TEST(test_zero_init_output)
 {
     for (int k = 0; k < NSPECS; k++) {
@@ -951,6 +997,7 @@ static Suite *nn_suite(void)
     tcase_add_test(t, test_made_masks);
     tcase_add_test(t, test_made_degrees);
     tcase_add_test(t, test_made_one_dimension);
+    tcase_add_test(t, test_made_levels);
     tcase_add_test(t, test_zero_init_output);
     tcase_add_test(t, test_mlp_errors);
 #ifdef NF_DOUBLE
