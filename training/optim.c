@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/blas.h"
+#include "core/threads.h"
 #include "flows/fastmath.h"
 
 /* Below this many entries a step runs on one thread: spawning threads costs more than it saves. */
@@ -72,6 +74,72 @@ int nf_optim_check(const nf_optim *o)
     return NF_OK;
 }
 
+/* One step's constants; a part updates entries [n p / parts, n (p + 1) / parts). */
+typedef struct step_job {
+    nf_optim_type type;
+    nf_params *P;
+    long n;
+    nf_real wd, lr, mu;                                 /* SGD (wd also Adam's L2) */
+    nf_real b1, b2, c1, c2, eps, step, rbc2, l2, decay; /* Adam / AdamW */
+} step_job;
+
+static void step_part(void *arg, int part, int parts)
+{
+    const step_job *j = arg;
+    const long i0 = j->n * part / parts, i1 = j->n * (part + 1) / parts;
+    nf_real *restrict th = j->P->value, *restrict m = j->P->m, *restrict v = j->P->v;
+    const nf_real *restrict g = j->P->grad;
+    if (j->type == NF_OPTIM_SGD) {
+        /* g' = g + wd theta;  m = mu m + g' (m starts at 0, so m = g' at t = 1);  theta -= lr m */
+        const nf_real mu = j->mu, wd = j->wd, lr = j->lr;
+        if (mu > 0) {
+#pragma omp simd
+            for (long i = i0; i < i1; i++) {
+                nf_real mi = mu * m[i] + (g[i] + wd * th[i]);
+                m[i] = mi;
+                th[i] -= lr * mi;
+            }
+        } else {
+#pragma omp simd
+            for (long i = i0; i < i1; i++) th[i] -= lr * (g[i] + wd * th[i]);
+        }
+        return;
+    }
+    const nf_real b1 = j->b1, b2 = j->b2, c1 = j->c1, c2 = j->c2, eps = j->eps, step = j->step, rbc2 = j->rbc2,
+                  l2 = j->l2, decay = j->decay;
+#pragma omp simd
+    for (long i = i0; i < i1; i++) {
+        nf_real ti = th[i];
+        nf_real gi = g[i] + l2 * ti;
+        nf_real mi = b1 * m[i] + c1 * gi;
+        nf_real vi = b2 * v[i] + c2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        th[i] = ti * decay - step * mi / (real_sqrt(vi) * rbc2 + eps);
+    }
+}
+
+/* Run an elementwise job over n entries on the worker pool (core/threads.h: its threads are already
+ * awake from the step's network passes, where an OpenMP region would wake sleeping ones). */
+static void run_parts(long n, nf_part_fn *fn, void *arg)
+{
+    const int T = n > NF_OPTIM_PAR_MIN ? nf_blas_get_threads() : 1;
+    nf_threads_run(T, T, fn, arg);
+}
+
+typedef struct scale_job {
+    nf_real *g, c;
+    long n;
+} scale_job;
+
+static void scale_part(void *arg, int part, int parts)
+{
+    const scale_job *j = arg;
+    const long i0 = j->n * part / parts, i1 = j->n * (part + 1) / parts;
+#pragma omp simd
+    for (long i = i0; i < i1; i++) j->g[i] *= j->c;
+}
+
 /* Index of the first non-finite gradient, or -1.  Only called once the fast test
  * (nf_any_nonfinite) has found one, to name it. */
 static long first_nonfinite(const nf_params *P)
@@ -96,45 +164,18 @@ int nf_optim_step(nf_optim *o, nf_params *P, double lr)
                         bad, slice);
     }
     o->t++;
-    const long n = (long)P->n;
-    nf_real *restrict th = P->value, *restrict m = P->m, *restrict v = P->v;
-    const nf_real *restrict g = P->grad;
-    const nf_real wd = (nf_real)o->weight_decay, rate = (nf_real)lr;
-
-    if (o->type == NF_OPTIM_SGD) {
-        /* g' = g + wd theta;  m = mu m + g' (m starts at 0, so m = g' at t = 1);  theta -= lr m */
-        const nf_real mu = (nf_real)o->momentum;
-        if (mu > 0) {
-#pragma omp parallel for simd schedule(static) if (n > NF_OPTIM_PAR_MIN)
-            for (long i = 0; i < n; i++) {
-                nf_real mi = mu * m[i] + (g[i] + wd * th[i]);
-                m[i] = mi;
-                th[i] -= rate * mi;
-            }
-        } else {
-#pragma omp parallel for simd schedule(static) if (n > NF_OPTIM_PAR_MIN)
-            for (long i = 0; i < n; i++) th[i] -= rate * (g[i] + wd * th[i]);
-        }
-        return NF_OK;
+    step_job j = {.type = o->type, .P = P, .n = (long)P->n, .wd = (nf_real)o->weight_decay, .lr = (nf_real)lr,
+                  .mu = (nf_real)o->momentum};
+    if (o->type != NF_OPTIM_SGD) {
+        /* Adam / AdamW: step = lr / (1 - b1^t),  denom = sqrt(v) / sqrt(1 - b2^t) + eps (as torch). */
+        const double bc1 = 1.0 - pow(o->beta1, (double)o->t), bc2 = 1.0 - pow(o->beta2, (double)o->t);
+        j.b1 = (nf_real)o->beta1, j.b2 = (nf_real)o->beta2, j.eps = (nf_real)o->eps;
+        j.c1 = (nf_real)(1.0 - o->beta1), j.c2 = (nf_real)(1.0 - o->beta2);
+        j.step = (nf_real)(lr / bc1), j.rbc2 = (nf_real)(1.0 / sqrt(bc2));
+        j.l2 = o->type == NF_OPTIM_ADAM ? j.wd : 0;
+        j.decay = (nf_real)(o->type == NF_OPTIM_ADAMW ? 1.0 - lr * o->weight_decay : 1.0);
     }
-
-    /* Adam / AdamW: step = lr / (1 - b1^t),  denom = sqrt(v) / sqrt(1 - b2^t) + eps (as torch). */
-    const double bc1 = 1.0 - pow(o->beta1, (double)o->t), bc2 = 1.0 - pow(o->beta2, (double)o->t);
-    const nf_real b1 = (nf_real)o->beta1, b2 = (nf_real)o->beta2, eps = (nf_real)o->eps;
-    const nf_real c1 = (nf_real)(1.0 - o->beta1), c2 = (nf_real)(1.0 - o->beta2);
-    const nf_real step = (nf_real)(lr / bc1), rbc2 = (nf_real)(1.0 / sqrt(bc2));
-    const nf_real l2 = o->type == NF_OPTIM_ADAM ? wd : 0;
-    const nf_real decay = (nf_real)(o->type == NF_OPTIM_ADAMW ? 1.0 - lr * o->weight_decay : 1.0);
-#pragma omp parallel for simd schedule(static) if (n > NF_OPTIM_PAR_MIN)
-    for (long i = 0; i < n; i++) {
-        nf_real ti = th[i];
-        nf_real gi = g[i] + l2 * ti;
-        nf_real mi = b1 * m[i] + c1 * gi;
-        nf_real vi = b2 * v[i] + c2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        th[i] = ti * decay - step * mi / (real_sqrt(vi) * rbc2 + eps);
-    }
+    run_parts(j.n, step_part, &j);
     return NF_OK;
 }
 
@@ -145,10 +186,7 @@ double nf_clip_grad_norm(nf_params *P, double max_norm)
     if (!(max_norm > 0) || !isfinite(norm)) return norm;
     const double coef = max_norm / (norm + 1e-6);
     if (coef >= 1.0) return norm;
-    const long n = (long)P->n;
-    nf_real *g = P->grad;
-    const nf_real c = (nf_real)coef;
-#pragma omp parallel for simd schedule(static) if (n > NF_OPTIM_PAR_MIN)
-    for (long i = 0; i < n; i++) g[i] *= c;
+    scale_job j = {P->grad, (nf_real)coef, (long)P->n};
+    run_parts(j.n, scale_part, &j);
     return norm;
 }
