@@ -95,10 +95,13 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@DEFS@|$(filter -DNF_DOUBLE%,$(DEFS))|g' \
 	  nf.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/nf.pc
 
-demo: all
+# deps first, then a fresh make: pkg-config's flags are read once the packages are there.
+demo: deps
+	@$(MAKE) --no-print-directory all
 	@bash scripts/demo.sh $(B)/nf
 
-bench: all
+bench: deps
+	@$(MAKE) --no-print-directory all
 	@bash bench/run.sh
 
 clean:

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install the Debian packages nf needs to build and test, or say exactly how.
-# Usage: scripts/deps.sh [bench]   (bench adds the PyTorch reference, ~630 MB)
+# Usage: scripts/deps.sh [bench]   (bench adds the PyTorch reference, ~630 MB, and GNU time for
+#                                    the memory measurement)
 set -u
 pkgs="build-essential pkg-config libgsl-dev libopenblas-dev libfftw3-dev libhdf5-dev
       check libcairo2-dev fonts-dejavu-core libgif-dev"
 if [ "${1:-}" = bench ]; then
-  pkgs="$pkgs python3-torch python3-numpy python3-h5py"
+  pkgs="$pkgs python3-torch python3-numpy python3-h5py time"
 fi
 missing=""
 for p in $pkgs; do
