@@ -25,7 +25,9 @@
  * or by Jacobi sweeps (all dimensions from the previous estimate until the largest change is below
  * jacobi_tol or jacobi_max_sweeps is reached), as b->invert_method says; they record the passes
  * they used in b->last_sweeps.  AUTO means Jacobi, falling back to sequential if it has not
- * converged within the sweep cap.
+ * converged within the sweep cap; except where the conditioner computes level by level (a plain
+ * MADE, nf_mlp_forward_level), where the exact sequential solve costs one network pass in all,
+ * less than any Jacobi solve, and AUTO takes it.
  *
  * Adding a bijector: write flows/<name>.c defining `const nf_bijector_type nf_bijector_<name>`,
  * reading its options in create() with nf_opts_* (unknown options are refused by the caller),
