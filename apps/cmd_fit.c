@@ -146,22 +146,25 @@ static int checkpoint(void *user, nf_trainer *t)
     return nf_model_save(c->out, c->flow, &c->meta, t);
 }
 
-/* Move row perm[i] of the (n, w) array a to row i for every i, in place, following the cycles of
- * the permutation (perm is consumed: visited entries are set to n). */
-static void permute_rows(nf_real *a, size_t w, size_t *perm, size_t n, nf_real *tmp)
+/* Move row perm[i] of the (n, d) array x and of the (n, c) array ctx (c may be 0) to row i for every
+ * i, in place, following the cycles of the permutation (perm is consumed: visited entries are set
+ * to n); tx and tc hold one row each. */
+static void permute_rows(nf_real *x, size_t d, nf_real *ctx, size_t c, size_t *perm, size_t n, nf_real *tx,
+                         nf_real *tc)
 {
+    const size_t bx = d * sizeof *x, bc = c * sizeof *x;
     for (size_t start = 0; start < n; start++) {
         if (perm[start] == n) continue;
-        memcpy(tmp, a + start * w, w * sizeof *a);
+        memcpy(tx, x + start * d, bx);
+        if (c) memcpy(tc, ctx + start * c, bc);
         size_t j = start;
         for (;;) {
             size_t k = perm[j];
             perm[j] = n;
-            if (k == start) {
-                memcpy(a + j * w, tmp, w * sizeof *a);
-                break;
-            }
-            memcpy(a + j * w, a + k * w, w * sizeof *a);
+            const nf_real *fx = k == start ? tx : x + k * d, *fc = k == start ? tc : ctx + k * c;
+            memcpy(x + j * d, fx, bx);
+            if (c) memcpy(ctx + j * c, fc, bc);
+            if (k == start) break;
             j = k;
         }
     }
@@ -178,35 +181,21 @@ static int split(app_data *all, double frac, uint64_t seed, app_data *tr, app_da
     if (frac > 0 && nv == 0 && all->n >= 2) nv = 1;
     size_t nt = all->n - nv;
     if (nt == 0) return nf_error(NF_EDATA, "--val-frac %g leaves no training samples out of %zu", frac, all->n);
-    size_t w = all->d > all->c ? all->d : all->c;
     size_t *perm = malloc(all->n * sizeof *perm);
-    nf_real *tmp = malloc(w * sizeof *tmp);
+    nf_real *tmp = malloc((all->d + all->c) * sizeof *tmp);
     nf_rng *r = nf_rng_alloc(seed, 0x73706c74);
-    if (!perm || !tmp || !r) {
-        free(perm);
-        free(tmp);
-        nf_rng_free(r);
-        return nf_error(NF_ENOMEM, "out of memory splitting %zu samples", all->n);
+    int rc = perm && tmp && r ? NF_OK : nf_error(NF_ENOMEM, "out of memory splitting %zu samples", all->n);
+    if (rc == NF_OK) {
+        nf_rng_permutation(r, perm, all->n);
+        permute_rows(all->x, all->d, all->ctx, all->c, perm, all->n, tmp, tmp + all->d);
+        *va = (app_data){.n = nv, .d = all->d, .c = all->c, .x = all->x, .ctx = all->ctx};
+        *tr = (app_data){.n = nt, .d = all->d, .c = all->c, .x = all->x + nv * all->d,
+                         .ctx = all->c ? all->ctx + nv * all->c : NULL};
     }
-    nf_rng_permutation(r, perm, all->n);
-    if (all->c) {
-        size_t *perm2 = malloc(all->n * sizeof *perm2);
-        if (!perm2) {
-            free(perm), free(tmp), nf_rng_free(r);
-            return nf_error(NF_ENOMEM, "out of memory splitting %zu samples", all->n);
-        }
-        memcpy(perm2, perm, all->n * sizeof *perm2);
-        permute_rows(all->ctx, all->c, perm2, all->n, tmp);
-        free(perm2);
-    }
-    permute_rows(all->x, all->d, perm, all->n, tmp);
     free(perm);
     free(tmp);
     nf_rng_free(r);
-    *va = (app_data){.n = nv, .d = all->d, .c = all->c, .x = all->x, .ctx = all->ctx};
-    *tr = (app_data){.n = nt, .d = all->d, .c = all->c, .x = all->x + nv * all->d,
-                     .ctx = all->c ? all->ctx + nv * all->c : NULL};
-    return NF_OK;
+    return rc;
 }
 
 typedef struct fit_args {

@@ -60,7 +60,7 @@ static void prefer_passive_waiting(char **argv)
  * but after the first such free it raises the threshold to that block's size: the next blocks of a
  * few MB (a data split's permutation, an initialisation pass's copies) then come from the heap and
  * stay resident after free.  A fixed threshold keeps every large block returnable, so peak memory
- * is what is live at once (nf fit on 32 MB of data: 88 -> 80 MB). */
+ * is what is live at once (nf fit on 32 MB of data: 88 -> 77 MB). */
 static void return_large_blocks(void)
 {
 #ifdef __GLIBC__

@@ -125,12 +125,7 @@ static int reserve(nf_flow *f, int n)
         total += (w + 7) / 8 * 8; /* keep every region 32/64-byte aligned relative to the base */
     }
     off[f->nb] = total;
-    free(f->h);
-    free(f->g);
-    free(f->g2);
-    free(f->ld);
-    free(f->dld);
-    free(f->ws);
+    release(f);
     f->h = malloc((size_t)(f->nb + 1) * nd * sizeof(nf_real));
     f->g = malloc(nd * sizeof(nf_real));
     f->g2 = malloc(nd * sizeof(nf_real));

@@ -155,10 +155,7 @@ void nf_mlp_plain_backward_params(const nf_mlp *m, nf_params *P, nf_real *ws, co
  * costs one network pass instead of D. */
 int nf_mlp_has_levels(const nf_mlp *m)
 {
-    if (!m->cfg.made || m->cfg.residual || m->cfg.layer_norm || m->cfg.weight_norm || m->cfg.layers < 1) return 0;
-    for (int l = 0; l < m->nlin; l++)
-        if (m->lin[l].weight_norm) return 0;
-    return 1;
+    return m->cfg.made && !m->cfg.residual && !m->cfg.layer_norm && !m->cfg.weight_norm && m->cfg.layers >= 1;
 }
 
 /* y[:, o0:o1] = b[o0:o1] + h[:, :k] W[o0:o1, :k]^T (+ c W[o0:o1, in-nc:]^T): rows o0..o1 of a linear
