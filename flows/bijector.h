@@ -31,8 +31,11 @@
  *
  * Adding a bijector: write flows/<name>.c defining `const nf_bijector_type nf_bijector_<name>`,
  * reading its options in create() with nf_opts_* (unknown options are refused by the caller),
- * registering parameters with nf_params_add under b->name, and add it to flows/registry.c and to the
- * table in tests/check_bijectors.c.  See docs/ARCHITECTURE.md.
+ * registering parameters with nf_params_add under b->name, and add it to flows/registry.c:
+ * tests/check_registry.c then runs the shared checks (tests/testutil.c) on every registered type with
+ * default options (a type needing other options or inputs gets a row with the reason in its `notes`),
+ * and the type-specific tests and option variants go in its family's suite, tests/check_bij_coupling.c,
+ * check_bij_autoregressive.c, check_bij_linear.c or check_bij_elementwise.c.  See docs/ARCHITECTURE.md.
  */
 #ifndef NF_BIJECTOR_H
 #define NF_BIJECTOR_H

@@ -7,6 +7,7 @@
  *   gradients       backward against central differences of L = sum(w * y) + sum(u * logdet) for
  *                   parameters, inputs and context (double);
  *   inverse grads   the same for inverse / inverse_backward, where the type supports it (double).
+ * Inputs are Gaussian unless an nf_bij_inputs says otherwise (a bounded domain, init_data first).
  */
 #include "tests/testutil.h"
 
@@ -43,6 +44,7 @@ void nf_test_fill_normal(nf_real *x, size_t n, double scale, uint64_t seed)
 /* A bijector built for a test case, with its stores, inputs and buffers. */
 typedef struct harness {
     const nf_bij_case *c;
+    const nf_bij_inputs *in; /* never NULL */
     nf_bijector b;
     nf_params *P, *S;
     int n, D, C;
@@ -52,10 +54,15 @@ typedef struct harness {
 
 #define TEST_N 6
 
-static void harness_open(harness *h, const nf_bij_case *c)
+static const nf_bij_inputs default_inputs;
+
+static int bounded(const nf_bij_inputs *in) { return in->hi > in->lo; }
+
+static void harness_open(harness *h, const nf_bij_case *c, const nf_bij_inputs *in)
 {
     memset(h, 0, sizeof *h);
     h->c = c;
+    h->in = in ? in : &default_inputs;
     h->n = TEST_N;
     h->D = c->dim;
     h->C = c->ctx_dim;
@@ -83,14 +90,24 @@ static void harness_open(harness *h, const nf_bij_case *c)
     h->u = calloc(h->n, sizeof(nf_real));
     h->ws = calloc(ws ? ws : 1, sizeof(nf_real));
     double scale = c->input_scale > 0 ? c->input_scale : 1.3;
-    nf_test_fill_normal(h->x, nd, scale, 17);
+    if (bounded(h->in)) nf_test_fill_uniform(h->x, nd, h->in->lo, h->in->hi, 17);
+    else nf_test_fill_normal(h->x, nd, scale, 17);
     nf_test_fill_normal(h->ctx, (size_t)h->n * h->C, 0.8, 23);
     nf_test_fill_normal(h->w, nd, 0.7, 29);
     nf_test_fill_normal(h->u, h->n, 0.9, 31);
+    if (h->in->init_data) {
+        ck_assert_msg(t->init_data != NULL, "%s(%s): the case asks for init_data but the type has none", c->type_name,
+                      c->options);
+        rc = t->init_data(&h->b, h->x, h->n);
+        ck_assert_msg(rc == NF_OK, "%s(%s): init_data failed: %s", c->type_name, c->options, nf_strerror_last());
+    }
     /* Entries that are zero with a zero gradient are structurally fixed (masked MADE weights kept at
-     * zero by masked gradients): they are neither perturbed nor finite-differenced. */
+     * zero by masked gradients): they are neither perturbed nor finite-differenced.  The probe runs in
+     * evaluation mode, so it neither triggers a data-dependent initialisation nor moves running
+     * averages, and training-mode cases get the same protection. */
     h->frozen = calloc(h->P->n ? h->P->n : 1, 1);
-    if (h->P->n && !c->training) {
+    if (h->P->n) {
+        h->b.training = 0;
         nf_real *ld = calloc(h->n, sizeof(nf_real));
         if (h->b.type->forward(&h->b, h->y, ld, h->x, h->C ? h->ctx : NULL, h->n, h->ws) == NF_OK) {
             nf_params_zero_grad(h->P);
@@ -100,13 +117,15 @@ static void harness_open(harness *h, const nf_bij_case *c)
             nf_params_zero_grad(h->P);
         }
         free(ld);
+        h->b.training = c->training;
         memset(h->dx, 0, nd * sizeof(nf_real));
         memset(h->dctx, 0, (size_t)h->n * (h->C ? h->C : 1) * sizeof(nf_real));
     }
     /* Move parameters away from their (often identity) initial values. */
     if (!c->skip_param_randomize) {
+        const double noise = h->in->param_noise > 0 ? h->in->param_noise : 0.25;
         for (size_t i = 0; i < h->P->n; i++)
-            if (!h->frozen[i]) h->P->value[i] += (nf_real)(0.25 * nf_rng_normal(rng));
+            if (!h->frozen[i]) h->P->value[i] += (nf_real)(noise * nf_rng_normal(rng));
     }
     nf_rng_free(rng);
 }
@@ -140,14 +159,36 @@ static void inv(harness *h, nf_real *x, nf_real *ld, const nf_real *y)
 /* |a - b| <= tol (1 + |b|) */
 static int close_enough(double a, double b, double tol) { return fabs(a - b) <= tol * (1.0 + fabs(b)); }
 
-void nf_check_bijector_roundtrip(const nf_bij_case *c)
+/* Fill y (n, D) with latents for the inverse direction: N(0, 1.1^2), or on a bounded domain the
+ * forward images of fresh in-domain x (so every latent is one the inverse accepts).  Uses h->x2. */
+static void draw_latents(harness *h, nf_real *y, uint64_t seed)
+{
+    size_t nd = (size_t)h->n * h->D;
+    if (!bounded(h->in)) {
+        nf_test_fill_normal(y, nd, 1.1, seed);
+        return;
+    }
+    nf_test_fill_uniform(h->x2, nd, h->in->lo, h->in->hi, seed);
+    fwd(h, y, h->ld2, h->x2);
+}
+
+static void roundtrip(const nf_bij_case *c, const nf_bij_inputs *in)
 {
     harness h;
-    harness_open(&h, c);
+    harness_open(&h, c, in);
     if (c->training) fwd(&h, h.y, h.ld, h.x); /* let data-dependent initialisation happen first */
     size_t nd = (size_t)h.n * h.D;
-    /* Make the last row far in the tails to exercise tails and large scales. */
-    for (int j = 0; j < h.D; j++) h.x[(size_t)(h.n - 1) * h.D + j] *= 4.1;
+    /* Make the last row far in the tails to exercise tails and large scales; on a bounded domain, move
+     * it close to the bounds instead (1/25 of the way from the nearer one), staying inside. */
+    for (int j = 0; j < h.D; j++) {
+        nf_real *v = &h.x[(size_t)(h.n - 1) * h.D + j];
+        if (!bounded(h.in)) {
+            *v *= 4.1;
+        } else {
+            double lo = h.in->lo, hi = h.in->hi, edge = *v - lo < hi - *v ? lo : hi;
+            *v = (nf_real)(edge + (*v - edge) / 25);
+        }
+    }
     fwd(&h, h.y, h.ld, h.x);
     h.b.training = 0; /* the inverse of a batch-statistics map is defined in evaluation mode only */
     if (c->training) fwd(&h, h.y, h.ld, h.x);
@@ -160,7 +201,7 @@ void nf_check_bijector_roundtrip(const nf_bij_case *c)
                       "%s(%s): forward logdet %g + inverse logdet %g != 0 (row %d)", c->type_name, c->options,
                       (double)h.ld[i], (double)h.ld2[i], i);
     /* forward(inverse(z)) == z */
-    nf_test_fill_normal(h.y, nd, 1.1, 41);
+    draw_latents(&h, h.y, 41);
     inv(&h, h.x2, h.ld2, h.y);
     fwd(&h, h.x, h.ld, h.x2);
     for (size_t i = 0; i < nd; i++)
@@ -182,12 +223,12 @@ static double log_abs_det(double *J, int D)
 }
 #endif
 
-void nf_check_bijector_logdet(const nf_bij_case *c)
+static void logdet(const nf_bij_case *c, const nf_bij_inputs *in)
 {
 #ifdef NF_DOUBLE
     if (c->training) return; /* batch statistics couple rows: no per-row Jacobian */
     harness h;
-    harness_open(&h, c);
+    harness_open(&h, c, in);
     int D = h.D, n = h.n;
     nf_real *xp = calloc((size_t)n * D, sizeof(nf_real)), *yp = calloc((size_t)n * D, sizeof(nf_real));
     nf_real *ym = calloc((size_t)n * D, sizeof(nf_real)), *ldt = calloc(n, sizeof(nf_real));
@@ -222,7 +263,7 @@ void nf_check_bijector_logdet(const nf_bij_case *c)
     free(xp); free(yp); free(ym); free(ldt); free(J); free(ld_f);
     harness_close(&h);
 #else
-    (void)c;
+    (void)c, (void)in;
 #endif
 }
 
@@ -238,29 +279,59 @@ static double loss_of(harness *h, int inverse_dir, const nf_real *in)
     return L;
 }
 
-static void check_one(const char *what, size_t idx, double an, double fd, const nf_bij_case *c, int inverse_dir)
+#define FD_EPS 1e-6
+#define FD_TOL 1e-6
+
+/* The analytic derivative `an` of L with respect to *v (a parameter, input or context entry) against
+ * the central difference (L(v + e) - L(v - e)) / 2e.  A ReLU kink or a spline knot within e of v
+ * (a matter of chance with wide networks) makes that average two slopes; then the second-order
+ * one-sided differences (-3 L(v) + 4 L(v + e) - L(v + 2e)) / 2e and its mirror image are tried:
+ * the analytic derivative is the slope of the piece that contains v, and the side without the
+ * kink measures it.  A wrong derivative matches neither side. */
+static void check_entry(harness *h, int inverse_dir, const nf_real *in, nf_real *v, double an, double L0,
+                        const char *what, size_t idx)
 {
-    ck_assert_msg(nf_test_relerr(an, fd, 1e-2) < 1e-6, "%s(%s) %s: d/d%s[%zu] analytic %.10g, finite difference %.10g",
-                  c->type_name, c->options, inverse_dir ? "inverse" : "forward", what, idx, an, fd);
+    const double e = FD_EPS;
+    const nf_real keep = *v;
+    double L[5]; /* L(v + k e), k = -2..2, L[2] = L0 */
+    for (int k = -1; k <= 1; k += 2) {
+        *v = keep + k * e;
+        L[2 + k] = loss_of(h, inverse_dir, in);
+    }
+    *v = keep;
+    double fd = (L[3] - L[1]) / (2 * e);
+    if (nf_test_relerr(an, fd, 1e-2) < FD_TOL) return;
+    for (int k = -2; k <= 2; k += 4) {
+        *v = keep + k * e;
+        L[2 + k] = loss_of(h, inverse_dir, in);
+    }
+    *v = keep;
+    double right = (-3 * L0 + 4 * L[3] - L[4]) / (2 * e), left = (3 * L0 - 4 * L[1] + L[0]) / (2 * e);
+    ck_assert_msg(nf_test_relerr(an, right, 1e-2) < FD_TOL || nf_test_relerr(an, left, 1e-2) < FD_TOL,
+                  "%s(%s) %s: d/d%s[%zu] analytic %.10g, finite difference %.10g (one-sided: left %.10g, right %.10g)",
+                  h->c->type_name, h->c->options, inverse_dir ? "inverse" : "forward", what, idx, an, fd, left, right);
 }
 
-static void gradients(const nf_bij_case *c, int inverse_dir)
+static void gradients(const nf_bij_case *c, const nf_bij_inputs *in_at, int inverse_dir)
 {
     harness h;
-    harness_open(&h, c);
+    harness_open(&h, c, in_at);
     if (inverse_dir) {
         h.b.training = 0;
         if (!h.b.type->inverse_backward) {
             harness_close(&h);
             return;
         }
+        if (bounded(h.in)) { /* the inverse's inputs: latents it accepts */
+            fwd(&h, h.y, h.ld, h.x);
+            memcpy(h.x, h.y, (size_t)h.n * h.D * sizeof(nf_real));
+        }
     } else if (c->training) {
         fwd(&h, h.y, h.ld, h.x); /* data-dependent initialisation happens on the first batch */
     }
     size_t nd = (size_t)h.n * h.D, nc = (size_t)h.n * h.C;
     nf_real *in = h.x;
-    const double eps = 1e-6;
-    loss_of(&h, inverse_dir, in);
+    const double L0 = loss_of(&h, inverse_dir, in);
     nf_params_zero_grad(h.P);
     memset(h.dx, 0, nd * sizeof(nf_real));
     memset(h.dctx, 0, (nc ? nc : 1) * sizeof(nf_real));
@@ -278,42 +349,24 @@ static void gradients(const nf_bij_case *c, int inverse_dir)
     for (size_t k = 0; k < count; k++) {
         size_t p = h.P->n < 300 ? k : nf_rng_index(rng, h.P->n);
         if (h.frozen[p] && grad[p] == 0) continue; /* masked weight (or a dead unit's): nothing to check */
-        nf_real keep = h.P->value[p];
-        h.P->value[p] = keep + eps;
-        double Lp = loss_of(&h, inverse_dir, in);
-        h.P->value[p] = keep - eps;
-        double Lm = loss_of(&h, inverse_dir, in);
-        h.P->value[p] = keep;
-        check_one("theta", p, grad[p], (Lp - Lm) / (2 * eps), c, inverse_dir);
+        check_entry(&h, inverse_dir, in, &h.P->value[p], grad[p], L0, "theta", p);
     }
     nf_rng_free(rng);
-    for (size_t i = 0; i < nd; i++) {
-        nf_real keep = in[i];
-        in[i] = keep + eps;
-        double Lp = loss_of(&h, inverse_dir, in);
-        in[i] = keep - eps;
-        double Lm = loss_of(&h, inverse_dir, in);
-        in[i] = keep;
-        check_one(inverse_dir ? "y" : "x", i, h.dx[i], (Lp - Lm) / (2 * eps), c, inverse_dir);
-    }
-    for (size_t i = 0; i < nc; i++) {
-        nf_real keep = h.ctx[i];
-        h.ctx[i] = keep + eps;
-        double Lp = loss_of(&h, inverse_dir, in);
-        h.ctx[i] = keep - eps;
-        double Lm = loss_of(&h, inverse_dir, in);
-        h.ctx[i] = keep;
-        check_one("ctx", i, h.dctx[i], (Lp - Lm) / (2 * eps), c, inverse_dir);
-    }
+    for (size_t i = 0; i < nd; i++) check_entry(&h, inverse_dir, in, &in[i], h.dx[i], L0, inverse_dir ? "y" : "x", i);
+    for (size_t i = 0; i < nc; i++) check_entry(&h, inverse_dir, in, &h.ctx[i], h.dctx[i], L0, "ctx", i);
     free(grad);
     harness_close(&h);
 }
 #endif
 
+void nf_check_bijector_roundtrip(const nf_bij_case *c) { roundtrip(c, NULL); }
+
+void nf_check_bijector_logdet(const nf_bij_case *c) { logdet(c, NULL); }
+
 void nf_check_bijector_gradients(const nf_bij_case *c)
 {
 #ifdef NF_DOUBLE
-    gradients(c, 0);
+    gradients(c, NULL, 0);
 #else
     (void)c;
 #endif
@@ -322,16 +375,20 @@ void nf_check_bijector_gradients(const nf_bij_case *c)
 void nf_check_bijector_inverse_gradients(const nf_bij_case *c)
 {
 #ifdef NF_DOUBLE
-    if (!c->no_inverse_grad) gradients(c, 1);
+    if (!c->no_inverse_grad) gradients(c, NULL, 1);
 #else
     (void)c;
 #endif
 }
 
-void nf_check_bijector_all(const nf_bij_case *c)
+void nf_check_bijector_all_inputs(const nf_bij_case *c, const nf_bij_inputs *in)
 {
-    nf_check_bijector_roundtrip(c);
-    nf_check_bijector_logdet(c);
-    nf_check_bijector_gradients(c);
-    nf_check_bijector_inverse_gradients(c);
+    roundtrip(c, in);
+    logdet(c, in);
+#ifdef NF_DOUBLE
+    gradients(c, in, 0);
+    if (!c->no_inverse_grad) gradients(c, in, 1);
+#endif
 }
+
+void nf_check_bijector_all(const nf_bij_case *c) { nf_check_bijector_all_inputs(c, NULL); }

@@ -34,6 +34,19 @@ typedef struct nf_bij_case {
     int training;            /* run with b->training = 1 */
 } nf_bij_case;
 
+/* Where a case's inputs come from, for maps whose domain is not all of R^D (logit's data in [0, 1],
+ * sigmoid's latents in (0, 1)) and for data-dependent state.  Kept apart from nf_bij_case so the
+ * suites' positional tables need no new initialisers (-Wextra warns about missing trailing fields);
+ * an all-zero nf_bij_inputs (or NULL) means the defaults above. */
+typedef struct nf_bij_inputs {
+    double lo, hi;  /* when hi > lo: x ~ U(lo, hi) instead of N(0, input_scale^2); the latents fed to the
+                       inverse (forward(inverse(z)), inverse gradients) are forward images of such x; and
+                       the far-tail row moves each entry to 1/25 of its distance from the nearer bound
+                       instead of outward, so it stays inside the domain */
+    int init_data;  /* 1: set the type's data-dependent state with type->init_data(x) before the checks */
+    double param_noise; /* standard deviation of the noise added to the parameters; 0 means 0.25 */
+} nf_bij_inputs;
+
 /* Each returns 0 on success; on failure it ck_assert's with a message naming the case. */
 void nf_check_bijector_roundtrip(const nf_bij_case *c);
 void nf_check_bijector_logdet(const nf_bij_case *c);        /* double build: brute-force Jacobian */
@@ -41,5 +54,7 @@ void nf_check_bijector_gradients(const nf_bij_case *c);     /* double build: par
 void nf_check_bijector_inverse_gradients(const nf_bij_case *c);
 /* All of the above that apply to this build. */
 void nf_check_bijector_all(const nf_bij_case *c);
+/* The same on inputs drawn as `in` says (NULL: as nf_check_bijector_all). */
+void nf_check_bijector_all_inputs(const nf_bij_case *c, const nf_bij_inputs *in);
 
 #endif
