@@ -6,12 +6,14 @@
  * the data came from.  All arguments are checked before anything is computed or created, so a bad
  * input leaves no file behind and changes none.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "apps/commands.h"
 #include "apps/datafile.h"
+#include "apps/flags.h"
 #include "core/h5.h"
 #include "core/import.h"
 #include "datasets/dataset.h"
@@ -22,80 +24,69 @@
 #define DEFAULT_SEED 1
 #define DEFAULT_ENTROPY_N 20000
 
-static void make_help(FILE *out)
+/* nf data make's help, with the defaults filled in, into buf. */
+static void make_help_text(char *buf, size_t size)
 {
-    fprintf(out,
-            "usage: nf data make NAME [-n N] [--seed S] [--dim D] [--components K] [--model-seed S]\n"
-            "                         [--flow PRESET] [--entropy-n M] -o FILE.h5\n"
-            "       nf data make --list\n\n"
-            "Draw N points from a built-in data set and write /x (N x d, float64), /logp_true (N, the\n"
-            "true log-density) and attributes generator, seed, n, dim, density, entropy, entropy_stderr.\n\n"
-            "  -n N             number of points (default %d)\n"
-            "  --seed S         sampling seed (default %d)\n"
-            "  --dim D          gmm, teacher: dimension (default %d)\n"
-            "  --components K   gmm: mixture components (default %d)\n"
-            "  --model-seed S   gmm, teacher: seed of the random distribution itself, kept fixed when\n"
-            "                   drawing train and test files with different --seed (default %d)\n"
-            "  --flow PRESET    teacher: flow preset or spec (default %s)\n"
-            "  --entropy-n M    points for the entropy estimate: the file's own when N >= M, else an\n"
-            "                   independent sample of M (default %d)\n"
-            "  -o FILE.h5       output file (required)\n"
-            "  --list           list the data sets, one per line\n\n"
-            "examples:\n"
-            "  nf data make checkerboard -n 50000 --seed 3 -o train.h5\n"
-            "  nf data make gmm --dim 8 --components 6 -n 20000 -o gmm8.h5\n",
-            DEFAULT_N, DEFAULT_SEED, NF_DATASET_DEFAULT_DIM, NF_DATASET_DEFAULT_COMPONENTS,
-            NF_DATASET_DEFAULT_MODEL_SEED, NF_DATASET_DEFAULT_FLOW, DEFAULT_ENTROPY_N);
+    snprintf(buf, size,
+             "usage: nf data make NAME [-n N] [--seed S] [--dim D] [--components K] [--model-seed S]\n"
+             "                         [--flow PRESET] [--entropy-n M] -o FILE.h5\n"
+             "       nf data make --list\n\n"
+             "Draw N points from a built-in data set and write /x (N x d, float64), /logp_true (N, the\n"
+             "true log-density) and attributes generator, seed, n, dim, density, entropy, entropy_stderr.\n\n"
+             "  -n N             number of points (default %d)\n"
+             "  --seed S         sampling seed (default %d)\n"
+             "  --dim D          gmm, teacher: dimension (default %d)\n"
+             "  --components K   gmm: mixture components (default %d)\n"
+             "  --model-seed S   gmm, teacher: seed of the random distribution itself, kept fixed when\n"
+             "                   drawing train and test files with different --seed (default %d)\n"
+             "  --flow PRESET    teacher: flow preset or spec (default %s)\n"
+             "  --entropy-n M    points for the entropy estimate: the file's own when N >= M, else an\n"
+             "                   independent sample of M (default %d)\n"
+             "  -o FILE.h5       output file (required)\n"
+             "  --list           list the data sets, one per line\n\n"
+             "examples:\n"
+             "  nf data make checkerboard -n 50000 --seed 3 -o train.h5\n"
+             "  nf data make gmm --dim 8 --components 6 -n 20000 -o gmm8.h5\n",
+             DEFAULT_N, DEFAULT_SEED, NF_DATASET_DEFAULT_DIM, NF_DATASET_DEFAULT_COMPONENTS,
+             NF_DATASET_DEFAULT_MODEL_SEED, NF_DATASET_DEFAULT_FLOW, DEFAULT_ENTROPY_N);
 }
 
-static void import_help(FILE *out)
-{
-    fprintf(out, "usage: nf data import FILE.csv|FILE.tsv|FILE.txt|FILE.npy [--delimiter C] [--header auto|yes|no]\n"
-                 "                      -o FILE.h5\n\n"
-                 "Convert a CSV table or a NumPy .npy array (1-D or 2-D) into an nf data file: /x (n x d,\n"
-                 "float64) and /columns (the CSV header, or x0..x{d-1}).  Empty files, ragged rows and\n"
-                 "non-finite values are refused, naming the row and column.\n\n"
-                 "  --delimiter C    CSV field separator: a character, 'tab' or 'space' (default: detected)\n"
-                 "  --header H       CSV header line: auto, yes or no (default auto)\n"
-                 "  -o FILE.h5       output file (required)\n\n"
-                 "example:\n"
-                 "  nf data import measurements.csv -o data.h5\n");
-}
+static const char *const IMPORT_HELP =
+    "usage: nf data import FILE.csv|FILE.tsv|FILE.txt|FILE.npy [--delimiter C] [--header auto|yes|no]\n"
+    "                      -o FILE.h5\n\n"
+    "Convert a CSV table or a NumPy .npy array (1-D or 2-D) into an nf data file: /x (n x d,\n"
+    "float64) and /columns (the CSV header, or x0..x{d-1}).  Empty files, ragged rows and\n"
+    "non-finite values are refused, naming the row and column.\n\n"
+    "  --delimiter C    CSV field separator: a character, 'tab' or 'space' (default: detected)\n"
+    "  --header H       CSV header line: auto, yes or no (default auto)\n"
+    "  -o FILE.h5       output file (required)\n\n"
+    "example:\n"
+    "  nf data import measurements.csv -o data.h5\n";
 
-static void split_help(FILE *out)
-{
-    fprintf(out, "usage: nf data split FILE.h5 [--val F] [--test F] [--seed S] [-o PREFIX]\n\n"
-                 "Shuffle the rows of /x (with /logp_true and /context when present) with a seeded\n"
-                 "permutation and write PREFIX.train.h5, PREFIX.val.h5 and PREFIX.test.h5.\n\n"
-                 "  --val F          fraction for validation, round(n F) rows (default 0.1)\n"
-                 "  --test F         fraction for test, round(n F) rows (default 0.1)\n"
-                 "  --seed S         shuffle seed (default 1)\n"
-                 "  -o PREFIX        output prefix (default: FILE.h5 without .h5)\n\n"
-                 "example:\n"
-                 "  nf data split moons.h5 --val 0.1 --test 0.2 --seed 7\n");
-}
+static const char *const SPLIT_HELP =
+    "usage: nf data split FILE.h5 [--val F] [--test F] [--seed S] [-o PREFIX]\n\n"
+    "Shuffle the rows of /x (with /logp_true and /context when present) with a seeded\n"
+    "permutation and write PREFIX.train.h5, PREFIX.val.h5 and PREFIX.test.h5.\n\n"
+    "  --val F          fraction for validation, round(n F) rows (default 0.1)\n"
+    "  --test F         fraction for test, round(n F) rows (default 0.1)\n"
+    "  --seed S         shuffle seed (default 1)\n"
+    "  -o PREFIX        output prefix (default: FILE.h5 without .h5)\n\n"
+    "example:\n"
+    "  nf data split moons.h5 --val 0.1 --test 0.2 --seed 7\n";
 
 static void data_help(FILE *out)
 {
+    char make_help[4096];
+    make_help_text(make_help, sizeof make_help);
     fprintf(out, "usage: nf data make|import|split ...   (nf data SUBCOMMAND --help)\n\n"
                  "  make     draw a built-in data set with its true log-density\n"
                  "  import   convert CSV or NPY into an nf data file\n"
                  "  split    split a data file into train, validation and test files\n\n");
-    make_help(out);
+    fputs(make_help, out);
     fputc('\n', out);
-    import_help(out);
+    fputs(IMPORT_HELP, out);
     fputc('\n', out);
-    split_help(out);
-}
-
-/* The value after flag argv[*i], or NULL (with a usage error printed). */
-static const char *flag_value(const char *cmd, int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        cli_usage_error(cmd, "%s: expected a value after it", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
+    fputs(SPLIT_HELP, out);
 }
 
 static int list_sets(void)
@@ -141,45 +132,30 @@ static int write_make(const char *out, const nf_dataset *ds, long seed, size_t n
 static int cmd_make(int argc, char **argv)
 {
     const char *cmd = "data make", *name = NULL, *out = NULL;
-    long n = DEFAULT_N, seed = DEFAULT_SEED, v, ent_n = DEFAULT_ENTROPY_N;
-    int set_dim = 0, set_k = 0, set_ms = 0, set_flow = 0;
+    long n = DEFAULT_N, seed = DEFAULT_SEED, model_seed = 0, ent_n = DEFAULT_ENTROPY_N;
+    int list = 0, set_dim = 0, set_k = 0, set_ms = 0, set_flow = 0;
     nf_dataset_opts o;
     nf_dataset_opts_default(&o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *s;
-        if (cli_is_help(a)) {
-            make_help(stdout);
-            return 0;
-        } else if (!strcmp(a, "--list")) {
-            return list_sets();
-        } else if (!strcmp(a, "-n")) {
-            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 1, 100000000L, &n)) return 2;
-        } else if (!strcmp(a, "--seed") || !strcmp(a, "--model-seed")) {
-            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 0, 0x7fffffffffffffffL, &v))
-                return 2;
-            if (a[2] == 's') seed = v;
-            else o.model_seed = (uint64_t)v, set_ms = 1;
-        } else if (!strcmp(a, "--dim")) {
-            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 1, 1024, &v)) return 2;
-            o.dim = (int)v, set_dim = 1;
-        } else if (!strcmp(a, "--components")) {
-            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 1, 1000, &v)) return 2;
-            o.components = (int)v, set_k = 1;
-        } else if (!strcmp(a, "--entropy-n")) {
-            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 2, 100000000L, &ent_n)) return 2;
-        } else if (!strcmp(a, "--flow")) {
-            if (!(o.flow = flag_value(cmd, argc, argv, &i))) return 2;
-            set_flow = 1;
-        } else if (!strcmp(a, "-o")) {
-            if (!(out = flag_value(cmd, argc, argv, &i))) return 2;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (name) {
-            return cli_usage_error(cmd, "unexpected argument '%s' (the data set is already '%s')", a, name);
-        } else {
-            name = a;
-        }
-    }
+    const flag_spec flags[] = {
+        {.name = "--list", .kind = FLAG_BOOL, .dst = &list},
+        {.name = "-n", .kind = FLAG_LONG, .dst = &n, .lo = 1, .hi = 100000000},
+        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = LONG_MAX},
+        {.name = "--model-seed", .kind = FLAG_LONG, .dst = &model_seed, .lo = 0, .hi = LONG_MAX, .seen = &set_ms},
+        {.name = "--dim", .kind = FLAG_INT, .dst = &o.dim, .lo = 1, .hi = 1024, .seen = &set_dim},
+        {.name = "--components", .kind = FLAG_INT, .dst = &o.components, .lo = 1, .hi = 1000, .seen = &set_k},
+        {.name = "--entropy-n", .kind = FLAG_LONG, .dst = &ent_n, .lo = 2, .hi = 100000000},
+        {.name = "--flow", .kind = FLAG_STRING, .dst = &o.flow, .seen = &set_flow},
+        {.name = "-o", .kind = FLAG_STRING, .dst = &out},
+        {0},
+    };
+    char help[4096];
+    make_help_text(help, sizeof help);
+    const flags_cmd c = {.cmd = cmd, .help = help, .flags = flags, .max_pos = 1,
+                         .too_many = "unexpected argument '%s' (the data set is already '%s')"};
+    int urc = flags_parse(&c, argc, argv, &name, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (list) return list_sets();
+    if (set_ms) o.model_seed = (uint64_t)model_seed;
     if (!name) return cli_usage_error(cmd, "no data set named (expected NAME, see 'nf data make --list')");
     const nf_dataset_type *t = nf_dataset_type_find(name);
     if (!t) return cli_usage_error(cmd, "%s", nf_strerror_last());
@@ -228,40 +204,31 @@ static int cmd_make(int argc, char **argv)
 
 /* ---- import ----------------------------------------------------------------------------------- */
 
+static const char *const HEADER_CHOICES[] = {"auto", "yes", "no", NULL};
+static const int HEADER_VALUES[] = {-1, 1, 0}; /* nf_csv_options.header */
+
 static int cmd_import(int argc, char **argv)
 {
-    const char *cmd = "data import", *in = NULL, *out = NULL, *s;
-    nf_csv_options co = {0, -1};
-    int csv_opts = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
-            import_help(stdout);
-            return 0;
-        } else if (!strcmp(a, "--delimiter")) {
-            if (!(s = flag_value(cmd, argc, argv, &i))) return 2;
-            if (!strcmp(s, "tab")) co.delimiter = '\t';
-            else if (!strcmp(s, "space")) co.delimiter = ' ';
-            else if (strlen(s) == 1) co.delimiter = s[0];
-            else return cli_usage_error(cmd, "--delimiter '%s': expected one character, 'tab' or 'space'", s);
-            csv_opts = 1;
-        } else if (!strcmp(a, "--header")) {
-            if (!(s = flag_value(cmd, argc, argv, &i))) return 2;
-            if (!strcmp(s, "auto")) co.header = -1;
-            else if (!strcmp(s, "yes")) co.header = 1;
-            else if (!strcmp(s, "no")) co.header = 0;
-            else return cli_usage_error(cmd, "--header '%s': expected auto, yes or no", s);
-            csv_opts = 1;
-        } else if (!strcmp(a, "-o")) {
-            if (!(out = flag_value(cmd, argc, argv, &i))) return 2;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (in) {
-            return cli_usage_error(cmd, "unexpected argument '%s' (the input is already '%s')", a, in);
-        } else {
-            in = a;
-        }
+    const char *cmd = "data import", *in = NULL, *out = NULL, *delimiter = NULL;
+    int header = 0, set_header = 0;
+    const flag_spec flags[] = {
+        {.name = "--delimiter", .kind = FLAG_STRING, .dst = &delimiter},
+        {.name = "--header", .kind = FLAG_CHOICE, .dst = &header, .choices = HEADER_CHOICES, .seen = &set_header},
+        {.name = "-o", .kind = FLAG_STRING, .dst = &out},
+        {0},
+    };
+    const flags_cmd c = {.cmd = cmd, .help = IMPORT_HELP, .flags = flags, .max_pos = 1,
+                         .too_many = "unexpected argument '%s' (the input is already '%s')"};
+    int urc = flags_parse(&c, argc, argv, &in, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    nf_csv_options co = {0, HEADER_VALUES[header]};
+    if (delimiter) {
+        if (!strcmp(delimiter, "tab")) co.delimiter = '\t';
+        else if (!strcmp(delimiter, "space")) co.delimiter = ' ';
+        else if (strlen(delimiter) == 1) co.delimiter = delimiter[0];
+        else return cli_usage_error(cmd, "--delimiter '%s': expected one character, 'tab' or 'space'", delimiter);
     }
+    int csv_opts = delimiter != NULL || set_header;
     if (!in) return cli_usage_error(cmd, "no input file (expected FILE.csv or FILE.npy)");
     if (!out) return cli_usage_error(cmd, "no output file (expected -o FILE.h5)");
     if (app_check_output(out) != NF_OK) return cli_fail(cmd);
@@ -390,31 +357,20 @@ static int split_write(nf_h5 *f, const char *in, nf_h5 *src, const split_input *
 
 static int cmd_split(int argc, char **argv)
 {
-    const char *cmd = "data split", *in = NULL, *prefix = NULL, *s;
+    const char *cmd = "data split", *in = NULL, *prefix = NULL;
     double val = 0.1, test = 0.1;
     long seed = DEFAULT_SEED;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
-            split_help(stdout);
-            return 0;
-        } else if (!strcmp(a, "--val") || !strcmp(a, "--test")) {
-            if (!(s = flag_value(cmd, argc, argv, &i)) ||
-                cli_parse_double(cmd, a, s, 0, 0.999999, !strcmp(a, "--val") ? &val : &test))
-                return 2;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(s = flag_value(cmd, argc, argv, &i)) || cli_parse_long(cmd, a, s, 0, 0x7fffffffffffffffL, &seed))
-                return 2;
-        } else if (!strcmp(a, "-o")) {
-            if (!(prefix = flag_value(cmd, argc, argv, &i))) return 2;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (in) {
-            return cli_usage_error(cmd, "unexpected argument '%s' (the input is already '%s')", a, in);
-        } else {
-            in = a;
-        }
-    }
+    const flag_spec flags[] = {
+        {.name = "--val", .kind = FLAG_DOUBLE, .dst = &val, .lo = 0, .hi = 0.999999},
+        {.name = "--test", .kind = FLAG_DOUBLE, .dst = &test, .lo = 0, .hi = 0.999999},
+        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = LONG_MAX},
+        {.name = "-o", .kind = FLAG_STRING, .dst = &prefix},
+        {0},
+    };
+    const flags_cmd c = {.cmd = cmd, .help = SPLIT_HELP, .flags = flags, .max_pos = 1,
+                         .too_many = "unexpected argument '%s' (the input is already '%s')"};
+    int urc = flags_parse(&c, argc, argv, &in, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
     if (!in) return cli_usage_error(cmd, "no input file (expected FILE.h5)");
     if (val + test >= 1) return cli_usage_error(cmd, "--val %g and --test %g leave no training rows", val, test);
     const char *part[3] = {"train", "val", "test"};

@@ -6,6 +6,7 @@
 
 #include "apps/commands.h"
 #include "apps/datafile.h"
+#include "apps/flags.h"
 #include "core/h5.h"
 #include "training/model_file.h"
 
@@ -43,38 +44,33 @@ typedef struct eval_args {
     long batch;
 } eval_args;
 
+/* Returns FLAGS_OK, FLAGS_HELP or FLAGS_USAGE (apps/flags.h). */
 static int parse(const char *cmd, const char *help, int argc, char **argv, eval_args *a, int need_out)
 {
     memset(a, 0, sizeof *a);
     a->dataset = "/x";
     a->batch = 4096;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        if (cli_is_help(s)) {
-            fputs(help, stdout);
-            exit(0);
-        } else if (!strcmp(s, "--json") && !need_out) {
-            a->json = 1;
-        } else if (!strcmp(s, "-o") || !strcmp(s, "--output") || !strcmp(s, "--dataset")) {
-            if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", s);
-            if (s[1] == 'd' || s[2] == 'd') a->dataset = argv[++i];
-            else if (need_out) a->out = argv[++i];
-            else return cli_usage_error(cmd, "unknown option '%s'", s);
-        } else if (!strcmp(s, "--batch")) {
-            if (cli_parse_long(cmd, s, i + 1 < argc ? argv[++i] : NULL, 1, 1L << 24, &a->batch)) return 2;
-        } else if (s[0] == '-' && s[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", s);
-        } else if (!a->model) {
-            a->model = s;
-        } else if (!a->data) {
-            a->data = s;
-        } else {
-            return cli_usage_error(cmd, "unexpected argument '%s'", s);
-        }
-    }
+    const flag_spec eval_flags[] = {
+        {.name = "--json", .kind = FLAG_BOOL, .dst = &a->json},
+        {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
+        {.name = "--batch", .kind = FLAG_LONG, .dst = &a->batch, .lo = 1, .hi = 1L << 24},
+        {0},
+    };
+    const flag_spec logprob_flags[] = {
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &a->out},
+        {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
+        {.name = "--batch", .kind = FLAG_LONG, .dst = &a->batch, .lo = 1, .hi = 1L << 24},
+        {0},
+    };
+    const flags_cmd c = {.cmd = cmd, .help = help, .flags = need_out ? logprob_flags : eval_flags, .max_pos = 2};
+    const char *pos[2];
+    int rc = flags_parse(&c, argc, argv, pos, NULL);
+    if (rc != FLAGS_OK) return rc;
+    a->model = pos[0];
+    a->data = pos[1];
     if (!a->model || !a->data) return cli_usage_error(cmd, "expected MODEL.h5 and DATA.h5");
     if (need_out && !a->out) return cli_usage_error(cmd, "no output file given (expected -o LOGP.h5)");
-    return 0;
+    return FLAGS_OK;
 }
 
 /* ", "key": value" with JSON's null for what printf would write as nan or inf (not valid JSON). */
@@ -100,7 +96,7 @@ int nf_cmd_eval(int argc, char **argv)
 {
     eval_args a;
     int urc = parse("eval", EVAL_HELP, argc, argv, &a, 0);
-    if (urc) return urc;
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
     nf_flow *flow = NULL;
     app_data d = {0};
     nf_real *logp = NULL;
@@ -153,7 +149,7 @@ int nf_cmd_logprob(int argc, char **argv)
 {
     eval_args a;
     int urc = parse("logprob", LOGPROB_HELP, argc, argv, &a, 1);
-    if (urc) return urc;
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
     nf_flow *flow = NULL;
     app_data d = {0};
     nf_real *logp = NULL;

@@ -20,14 +20,18 @@
 #include "apps/datafile.h"
 #include "core/blas.h"
 #include "core/rng.h"
+#include "distributions/target.h"
 #include "training/model_file.h"
 
 static const char *const FIT_HELP =
     "usage: nf fit DATA.h5 -o MODEL.h5 [options]\n"
+    "       nf fit --target NAME[(OPTIONS)] -o MODEL.h5 [options]\n"
     "       nf fit --resume MODEL.h5 [--threads N] [--quiet]\n"
     "\n"
-    "Fit a normalizing flow to the samples in DATA.h5 (dataset /x, n x d) by maximum likelihood.\n"
-    "Progress goes to stderr; the model (with a resumable checkpoint) is written to MODEL.h5.\n"
+    "Fit a normalizing flow to the samples in DATA.h5 (dataset /x, n x d) by maximum likelihood, or,\n"
+    "with --target, to an unnormalised density by reverse KL (variational inference: no data; the\n"
+    "flow draws its own samples and the target scores them).  Progress goes to stderr; the model\n"
+    "(with a resumable checkpoint) is written to MODEL.h5.\n"
     "\n"
     "flow:\n"
     "  --flow PRESET|SPEC    preset (realnvp, nice, maf, iaf, nsf-coupling, nsf-ar, glow) or a spec\n"
@@ -40,6 +44,13 @@ static const char *const FIT_HELP =
     "  --activation A        preset: relu|leaky-relu|elu|selu|tanh|sigmoid|gelu|silu  [relu]\n"
     "  --no-standardize      do not standardise the data first (default: a fixed standardize layer\n"
     "                        set from the training data's mean and standard deviation)\n"
+    "target (instead of DATA.h5):\n"
+    "  --target NAME         u1|u2|u3|u4 (the 2-D energies of Rezende & Mohamed 2015), banana (b=0.1,\n"
+    "                        var=10), funnel (dim=2, sigma=3), gmm (dim=2, k=4, seed=1, spread=4,\n"
+    "                        scale=1, log_z=1.5); options in parentheses: --target \"gmm(dim=10,k=6)\".\n"
+    "                        At the end nf fit reports the ELBO, log Z estimated by importance\n"
+    "                        sampling (and the true log Z where known) and the effective sample size\n"
+    "  --eval-draws N        draws of q per validation (the same draws every time)   [2048]\n"
     "training:\n"
     "  --steps N             stop after N optimizer steps                 [5000]\n"
     "  --epochs N            stop after N passes over the data            [no limit]\n"
@@ -65,6 +76,7 @@ static const char *const FIT_HELP =
     "  nf data make checkerboard -n 100000 -o train.h5\n"
     "  nf fit train.h5 -o model.h5\n"
     "  nf fit train.h5 --flow maf --layers 5 --hidden 256 --steps 20000 -o maf.h5\n"
+    "  nf fit --target u2 --steps 3000 -o q.h5      # variational fit; nf plot q.h5 draws both\n"
     "  nf fit --resume model.h5          # continue a stopped or killed run\n";
 
 static volatile int stop_requested = 0;
@@ -76,7 +88,7 @@ static void on_signal(int sig)
 
 typedef struct fit_ctx {
     const char *out;
-    nf_flow *flow;
+    nf_model *model;
     nf_model_meta meta;
     int quiet, tty;
     double last_print;
@@ -97,22 +109,23 @@ static void progress(void *user, const nf_train_progress *p)
     if (!c->tty && !last && p->seconds - c->last_print < 5.0) return;
     if (c->tty && !last && p->seconds - c->last_print < 0.1) return;
     c->last_print = p->seconds;
-    char eta[32], step[48], val[64];
+    char eta[32], step[48], val[80], epoch[32] = "";
+    if (p->has_data) snprintf(epoch, sizeof epoch, "epoch %d ", p->epoch);
+    const char *m = p->metric && !strcmp(p->metric, "elbo") ? "elbo" : "ll";
     fmt_time(eta, sizeof eta, p->eta_seconds);
     if (p->total_steps > 0) snprintf(step, sizeof step, "step %ld/%ld", p->step, p->total_steps);
     else snprintf(step, sizeof step, "step %ld", p->step);
-    if (isfinite(p->best_val)) snprintf(val, sizeof val, " | val ll %.4f (best %.4f)", p->val_ll, p->best_val);
+    if (isfinite(p->best_val)) snprintf(val, sizeof val, " | val %s %.4f (best %.4f)", m, p->val_ll, p->best_val);
     else val[0] = '\0';
-    if (!isfinite(p->val_ll) && isfinite(p->best_val)) snprintf(val, sizeof val, " | best val ll %.4f", p->best_val);
+    if (!isfinite(p->val_ll) && isfinite(p->best_val)) snprintf(val, sizeof val, " | best val %s %.4f", m, p->best_val);
     if (c->tty) {
         int width = 24, filled = p->total_steps > 0 ? (int)(width * (double)p->step / p->total_steps) : 0;
         char bar[32];
         for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
         bar[width] = '\0';
-        fprintf(stderr, "\r[%s] epoch %d %s | train ll %.4f%s | %.0f steps/s | ETA %s\033[K", bar, p->epoch, step,
-                p->train_ll, val, p->steps_per_sec, eta);
+        fprintf(stderr, "\r[%s] %s%s | train %s %.4f%s | %.0f steps/s | ETA %s\033[K", bar, epoch, step, m, p->train_ll, val, p->steps_per_sec, eta);
     } else {
-        fprintf(stderr, "epoch %d %s | train ll %.4f%s | %.0f steps/s | ETA %s\n", p->epoch, step, p->train_ll, val,
+        fprintf(stderr, "%s%s | train %s %.4f%s | %.0f steps/s | ETA %s\n", epoch, step, m, p->train_ll, val,
                 p->steps_per_sec, eta);
     }
     fflush(stderr);
@@ -143,63 +156,12 @@ static void remove_stale_temporaries(const char *out)
 static int checkpoint(void *user, nf_trainer *t)
 {
     fit_ctx *c = user;
-    return nf_model_save(c->out, c->flow, &c->meta, t);
-}
-
-/* Move row perm[i] of the (n, d) array x and of the (n, c) array ctx (c may be 0) to row i for every
- * i, in place, following the cycles of the permutation (perm is consumed: visited entries are set
- * to n); tx and tc hold one row each. */
-static void permute_rows(nf_real *x, size_t d, nf_real *ctx, size_t c, size_t *perm, size_t n, nf_real *tx,
-                         nf_real *tc)
-{
-    const size_t bx = d * sizeof *x, bc = c * sizeof *x;
-    for (size_t start = 0; start < n; start++) {
-        if (perm[start] == n) continue;
-        memcpy(tx, x + start * d, bx);
-        if (c) memcpy(tc, ctx + start * c, bc);
-        size_t j = start;
-        for (;;) {
-            size_t k = perm[j];
-            perm[j] = n;
-            const nf_real *fx = k == start ? tx : x + k * d, *fc = k == start ? tc : ctx + k * c;
-            memcpy(x + j * d, fx, bx);
-            if (c) memcpy(ctx + j * c, fc, bc);
-            if (k == start) break;
-            j = k;
-        }
-    }
-}
-
-/* Seeded split of (x, ctx) into validation rows (first) and training rows (the rest): the rows of
- * `all` are shuffled in place and tr, va are views into it (no copy of the data: nf fit's peak
- * memory is the data plus the model).  `all` keeps owning the arrays. */
-static int split(app_data *all, double frac, uint64_t seed, app_data *tr, app_data *va)
-{
-    memset(tr, 0, sizeof *tr);
-    memset(va, 0, sizeof *va);
-    size_t nv = (size_t)floor(frac * all->n);
-    if (frac > 0 && nv == 0 && all->n >= 2) nv = 1;
-    size_t nt = all->n - nv;
-    if (nt == 0) return nf_error(NF_EDATA, "--val-frac %g leaves no training samples out of %zu", frac, all->n);
-    size_t *perm = malloc(all->n * sizeof *perm);
-    nf_real *tmp = malloc((all->d + all->c) * sizeof *tmp);
-    nf_rng *r = nf_rng_alloc(seed, 0x73706c74);
-    int rc = perm && tmp && r ? NF_OK : nf_error(NF_ENOMEM, "out of memory splitting %zu samples", all->n);
-    if (rc == NF_OK) {
-        nf_rng_permutation(r, perm, all->n);
-        permute_rows(all->x, all->d, all->ctx, all->c, perm, all->n, tmp, tmp + all->d);
-        *va = (app_data){.n = nv, .d = all->d, .c = all->c, .x = all->x, .ctx = all->ctx};
-        *tr = (app_data){.n = nt, .d = all->d, .c = all->c, .x = all->x + nv * all->d,
-                         .ctx = all->c ? all->ctx + nv * all->c : NULL};
-    }
-    free(perm);
-    free(tmp);
-    nf_rng_free(r);
-    return rc;
+    return nf_model_save(c->out, c->model, &c->meta, t);
 }
 
 typedef struct fit_args {
-    const char *data, *out, *flow, *val, *dataset, *resume;
+    const char *data, *out, *flow, *val, *dataset, *resume, *target;
+    long eval_draws;
     nf_preset_knobs knobs;
     int standardize, quiet, threads;
     double val_frac;
@@ -223,6 +185,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
     a->cfg.eval_every = 250;
     a->optimizer = "adam";
     a->schedule = "cosine";
+    a->eval_draws = 2048;
     double lr = 1e-3, wd = 0, warm = 0;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
@@ -256,6 +219,8 @@ static int parse_args(int argc, char **argv, fit_args *a)
         STR("--val", a->val)
         STR("--dataset", a->dataset)
         STR("--resume", a->resume)
+        STR("--target", a->target)
+        LONG("--eval-draws", 0, 1L << 24, a->eval_draws)
         STR("--optimizer", a->optimizer)
         STR("--schedule", a->schedule)
         STR("--activation", a->knobs.activation)
@@ -307,7 +272,14 @@ static int parse_args(int argc, char **argv, fit_args *a)
         if (a->data) return cli_usage_error(cmd, "--resume takes the model file only (the data path is stored in it)");
         return 0;
     }
-    if (!a->data) return cli_usage_error(cmd, "no data file given (expected: nf fit DATA.h5 -o MODEL.h5)");
+    if (a->target && a->data)
+        return cli_usage_error(cmd, "--target fits a flow to a density, without data (got the data file '%s')", a->data);
+    if (a->target && a->cfg.epochs > 0)
+        return cli_usage_error(cmd, "--epochs counts passes over data; with --target give --steps or --time");
+    if (a->target && (a->val || a->standardize == 0))
+        return cli_usage_error(cmd, "--val and --no-standardize are for fitting data, not a --target");
+    if (!a->data && !a->target)
+        return cli_usage_error(cmd, "no data file given (expected: nf fit DATA.h5 -o MODEL.h5, or --target NAME)");
     if (!a->out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
     if (nf_optim_parse(a->optimizer, &a->cfg.optim.type)) return cli_usage_error(cmd, "--optimizer: %s", nf_strerror_last());
     nf_train_config defaults;
@@ -343,6 +315,86 @@ static void fix_schedule_total(nf_train_config *cfg, size_t n_train)
     if (total > 0) cfg->schedule.total = total;
 }
 
+/* The flow spec from --flow and the preset knobs; *usage set (and 2 returned by the caller) when
+ * the knobs were given with a spec. */
+static int flow_spec(const char *cmd, fit_args *a, fit_ctx *ctx, char *spec, size_t size, int *usage)
+{
+    *usage = 0;
+    if (nf_preset_is(a->flow)) {
+        snprintf(ctx->meta.preset, sizeof ctx->meta.preset, "%s", a->flow);
+        return nf_preset_expand(a->flow, &a->knobs, spec, size);
+    }
+    if (a->knobs.layers || a->knobs.hidden || a->knobs.blocks || a->knobs.bins || a->knobs.tail > 0 ||
+        a->knobs.activation) {
+        *usage = cli_usage_error(cmd, "--layers/--hidden/--blocks/--bins/--tail/--activation apply to presets; "
+                                      "with a spec, write the options in the spec");
+        return NF_EINVAL;
+    }
+    if (strlen(a->flow) >= size) return nf_error(NF_EINVAL, "--flow: the spec is longer than %zu characters", size - 1);
+    snprintf(spec, size, "%s", a->flow);
+    return NF_OK;
+}
+
+/* A density model for the training rows: the spec as the user wrote it is built first, so an error
+ * points at their text, not at the standardize layer put in front of it. */
+static int build_density(const char *cmd, fit_args *a, fit_ctx *ctx, const nf_source *train, nf_model **model,
+                         int *usage)
+{
+    char body[1 << 15], full[(1 << 15) + 32];
+    NF_TRY(flow_spec(cmd, a, ctx, body, sizeof body, usage));
+    int rc = nf_model_density_create(model, body, train->dim, train->ctx_dim, a->cfg.seed);
+    if (rc != NF_OK) return nf_error_context(rc, "--flow");
+    nf_model_free(*model);
+    *model = NULL;
+    snprintf(full, sizeof full, "%s%s", a->standardize ? "standardize, " : "", body);
+    rc = nf_model_density_create(model, full, train->dim, train->ctx_dim, a->cfg.seed);
+    if (rc != NF_OK) return nf_error_context(rc, "--flow");
+    return (*model)->type->init_data(*model, train);
+}
+
+/* A variational model for --target NAME or NAME(options). */
+static int build_variational(const char *cmd, fit_args *a, fit_ctx *ctx, nf_model **model, int *usage)
+{
+    char name[64], opts[256] = "";
+    const char *paren = strchr(a->target, '(');
+    size_t len = paren ? (size_t)(paren - a->target) : strlen(a->target);
+    if (len == 0 || len >= sizeof name) return nf_error(NF_EINVAL, "--target '%s': expected NAME or NAME(options)", a->target);
+    memcpy(name, a->target, len);
+    name[len] = '\0';
+    if (paren) {
+        size_t olen = strlen(paren + 1);
+        if (olen == 0 || paren[olen] != ')' || olen > sizeof opts)
+            return nf_error(NF_EINVAL, "--target '%s': expected NAME(key=value, ...) with a closing ')'", a->target);
+        memcpy(opts, paren + 1, olen - 1);
+        opts[olen - 1] = '\0';
+    }
+    char body[1 << 15];
+    /* the target alone first, so a bad name or option is reported against --target */
+    nf_target *probe;
+    int rc = nf_target_create(&probe, name, opts);
+    if (rc != NF_OK) return nf_error_context(rc, "--target");
+    nf_target_free(probe);
+    NF_TRY(flow_spec(cmd, a, ctx, body, sizeof body, usage));
+    rc = nf_model_variational_create(model, body, name, opts, a->cfg.seed);
+    if (rc != NF_OK) return nf_error_context(rc, "--flow");
+    snprintf(ctx->meta.data_path, sizeof ctx->meta.data_path, "%s", "");
+    return NF_OK;
+}
+
+static void print_vi_summary(nf_model *m, uint64_t seed, int quiet)
+{
+    if (quiet) return;
+    nf_vi_report r;
+    nf_rng *rng = nf_rng_alloc(seed, 0x72657074);
+    if (rng && nf_model_variational_report(m, 20000, 2048, rng, &r) == NF_OK) {
+        fprintf(stderr, "nf fit: ELBO %.4f +- %.4f, log Z ~ %.4f%s, effective sample size %.1f%% (20000 draws)\n",
+                r.elbo, r.elbo_stderr, r.log_z, isfinite(r.log_z_true) ? "" : " (true value unknown)",
+                100 * r.ess_frac);
+        if (isfinite(r.log_z_true)) fprintf(stderr, "nf fit: true log Z %.4f\n", r.log_z_true);
+    }
+    nf_rng_free(rng);
+}
+
 int nf_cmd_fit(int argc, char **argv)
 {
     const char *cmd = "fit";
@@ -352,80 +404,66 @@ int nf_cmd_fit(int argc, char **argv)
     set_threads(a.threads);
 
     fit_ctx ctx = {0};
-    nf_flow *flow = NULL;
+    nf_model *model = NULL;
     nf_trainer *tr = NULL;
-    app_data all = {0}, train = {0}, val = {0};
-    int split_views = 0;
-    int rc = NF_OK, status = 1;
+    nf_source *all = NULL, *train = NULL, *val = NULL;
+    int rc = NF_OK, status = 1, usage = 0;
     int resuming = a.resume != NULL;
 
     if (resuming) {
         ctx.out = a.resume;
-        if ((rc = nf_model_load(a.resume, &flow, &ctx.meta)) != NF_OK) goto fail;
+        if ((rc = nf_model_open(a.resume, &model, &ctx.meta)) != NF_OK) goto fail;
         int quiet = a.quiet, threads = a.threads;
         if ((rc = nf_model_load_train_config(a.resume, &a.cfg)) != NF_OK) goto fail;
         a.quiet = quiet, a.threads = threads;
-        a.data = ctx.meta.data_path;
-        a.dataset = ctx.meta.data_dataset[0] ? ctx.meta.data_dataset : "/x";
-        a.val = ctx.meta.val_path[0] ? ctx.meta.val_path : NULL;
-        a.val_frac = ctx.meta.val_frac;
+        if (model->type->source_kind) {
+            a.data = ctx.meta.data_path;
+            a.dataset = ctx.meta.data_dataset[0] ? ctx.meta.data_dataset : "/x";
+            a.val = ctx.meta.val_path[0] ? ctx.meta.val_path : NULL;
+            a.val_frac = ctx.meta.val_frac;
+        } else {
+            a.data = NULL;
+        }
     } else {
         ctx.out = a.out;
         if ((rc = app_check_output(a.out)) != NF_OK) goto fail;
     }
-    if ((rc = app_data_load(a.data, a.dataset, flow ? (size_t)flow->dim : 0, flow ? (size_t)flow->ctx_dim : 0,
-                            !flow, &all)) != NF_OK)
-        goto fail;
-    free(all.logp_true); /* true log-densities are for nf eval; training does not need them */
-    all.logp_true = NULL;
-    if (a.val) {
-        train = all;
-        memset(&all, 0, sizeof all);
-        if ((rc = app_data_load(a.val, a.dataset, train.d, train.c, train.c > 0, &val)) != NF_OK) goto fail;
-    } else {
-        if ((rc = split(&all, a.val_frac, a.cfg.seed, &train, &val)) != NF_OK) goto fail;
-        split_views = 1;   /* train and val point into all */
+    if (a.data) {
+        size_t dim = model ? (size_t)model->flow->dim : 0, cdim = model ? (size_t)model->ctx_dim : 0;
+        if ((rc = nf_source_rows_load(&all, a.data, a.dataset, dim, cdim, !model)) != NF_OK) goto fail;
+        nf_source_rows_drop_logp_true(all); /* true log-densities are for nf eval; training does not need them */
+        if (a.val) {
+            train = all;
+            all = NULL;
+            if ((rc = nf_source_rows_load(&val, a.val, a.dataset, (size_t)train->dim, (size_t)train->ctx_dim,
+                                          train->ctx_dim > 0)) != NF_OK)
+                goto fail;
+        } else if ((rc = nf_source_split(all, a.val_frac, a.cfg.seed, &val, &train)) != NF_OK) {
+            nf_error_context(rc, "--val-frac");
+            goto fail;
+        }
     }
-    if (!flow) {
-        char spec[1 << 15];
-        const char *body = a.flow;
-        if (nf_preset_is(a.flow)) {
-            if ((rc = nf_preset_expand(a.flow, &a.knobs, spec + 64, sizeof spec - 64)) != NF_OK) goto fail;
-            body = spec + 64;
-            snprintf(ctx.meta.preset, sizeof ctx.meta.preset, "%s", a.flow);
-        } else if (a.knobs.layers || a.knobs.hidden || a.knobs.blocks || a.knobs.bins || a.knobs.tail > 0 ||
-                   a.knobs.activation) {
-            status = cli_usage_error(cmd, "--layers/--hidden/--blocks/--bins/--tail/--activation apply to presets; "
-                                          "with a spec, write the options in the spec");
+    if (!model) {
+        rc = a.target ? build_variational(cmd, &a, &ctx, &model, &usage) : build_density(cmd, &a, &ctx, train, &model, &usage);
+        if (usage) {
+            status = usage;
             goto out;
         }
-        /* Build the spec as the user wrote it first, so an error points at their text, not at
-         * the standardize layer put in front of it. */
-        if ((rc = nf_flow_create(&flow, body, (int)train.d, (int)train.c, a.cfg.seed)) != NF_OK) {
-            nf_error_context(rc, "--flow");
-            goto fail;
+        if (rc != NF_OK) goto fail;
+        if (train) {
+            snprintf(ctx.meta.data_path, sizeof ctx.meta.data_path, "%s", a.data);
+            snprintf(ctx.meta.data_dataset, sizeof ctx.meta.data_dataset, "%s", a.dataset);
+            snprintf(ctx.meta.val_path, sizeof ctx.meta.val_path, "%s", a.val ? a.val : "");
+            ctx.meta.val_frac = a.val ? 0 : a.val_frac;
+        } else {
+            a.cfg.eval_items = a.eval_draws;
         }
-        nf_flow_free(flow);
-        flow = NULL;
-        char full[1 << 15];
-        snprintf(full, sizeof full, "%s%s", a.standardize ? "standardize, " : "", body);
-        if ((rc = nf_flow_create(&flow, full, (int)train.d, (int)train.c, a.cfg.seed)) != NF_OK) {
-            nf_error_context(rc, "--flow");
-            goto fail;
-        }
-        if ((rc = nf_flow_init_data(flow, train.x, train.ctx, (int)(train.n < 100000 ? train.n : 100000))) != NF_OK)
-            goto fail;
-        snprintf(ctx.meta.data_path, sizeof ctx.meta.data_path, "%s", a.data);
-        snprintf(ctx.meta.data_dataset, sizeof ctx.meta.data_dataset, "%s", a.dataset);
-        snprintf(ctx.meta.val_path, sizeof ctx.meta.val_path, "%s", a.val ? a.val : "");
-        ctx.meta.val_frac = a.val ? 0 : a.val_frac;
-        fix_schedule_total(&a.cfg, train.n);
+        fix_schedule_total(&a.cfg, train ? train->n : 0);
     }
-    ctx.meta.n_train = (long)train.n;
-    ctx.meta.n_val = (long)val.n;
-    ctx.flow = flow;
-    if ((rc = nf_trainer_create(&tr, flow, &a.cfg, train.x, train.ctx, train.n, val.x, val.ctx, val.n)) != NF_OK)
-        goto fail;
+    ctx.meta.n_train = train ? (long)train->n : 0;
+    ctx.meta.n_val = val ? (long)val->n : 0;
+    ctx.model = model;
+    if ((rc = nf_trainer_create(&tr, model, &a.cfg, train, val)) != NF_OK) goto fail;
     if (resuming) {
         if ((rc = nf_model_load_trainer(a.resume, tr)) != NF_OK) goto fail;
         if (nf_trainer_finished(tr)) {
@@ -434,9 +472,12 @@ int nf_cmd_fit(int argc, char **argv)
             goto out;
         }
         if (!a.quiet) fprintf(stderr, "nf fit: resuming %s at step %ld (epoch %d)\n", a.resume, tr->step, tr->epoch);
+    } else if (!a.quiet && train) {
+        fprintf(stderr, "nf fit: %zu training and %zu validation samples of dimension %d; %zu parameters\n", train->n,
+                val ? val->n : 0, train->dim, model->P->n);
     } else if (!a.quiet) {
-        fprintf(stderr, "nf fit: %zu training and %zu validation samples of dimension %zu; %zu parameters\n", train.n,
-                val.n, train.d, flow->P->n);
+        fprintf(stderr, "nf fit: reverse KL to target %s (dimension %d), %d draws per step; %zu parameters\n", a.target,
+                model->flow->dim, a.cfg.batch, model->P->n);
     }
     remove_stale_temporaries(ctx.out);
     ctx.quiet = a.quiet;
@@ -458,23 +499,23 @@ int nf_cmd_fit(int argc, char **argv)
         goto out;
     }
     if (!a.quiet) {
-        if (val.n && isfinite(tr->best_val))
-            fprintf(stderr, "nf fit: done (%s, %.1f s); best validation log-likelihood %.4f at step %ld; wrote %s\n",
-                    tr->stop_reason, tr->seconds, tr->best_val, tr->best_step, ctx.out);
+        const char *metric = model->type->source_kind ? "log-likelihood" : "ELBO";
+        if (tr->nv && isfinite(tr->best_val))
+            fprintf(stderr, "nf fit: done (%s, %.1f s); best validation %s %.4f at step %ld; wrote %s\n",
+                    tr->stop_reason, tr->seconds, metric, tr->best_val, tr->best_step, ctx.out);
         else
             fprintf(stderr, "nf fit: done (%s, %.1f s); wrote %s\n", tr->stop_reason, tr->seconds, ctx.out);
     }
+    if (!model->type->source_kind) print_vi_summary(model, a.cfg.seed, a.quiet);
     status = 0;
     goto out;
 fail:
     status = cli_fail(cmd);
 out:
     nf_trainer_free(tr);
-    nf_flow_free(flow);
-    if (!split_views) {
-        app_data_free(&train);
-        app_data_free(&val);
-    }
-    app_data_free(&all);
+    nf_model_free(model);
+    nf_source_free(train);
+    nf_source_free(val);
+    nf_source_free(all);
     return status;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "apps/commands.h"
+#include "apps/flags.h"
 #include "core/h5.h"
 #include "training/model_file.h"
 
@@ -50,15 +51,10 @@ static void print_history(nf_h5 *f)
 int nf_cmd_info(int argc, char **argv)
 {
     const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(INFO_HELP, stdout);
-            return 0;
-        }
-        if (argv[i][0] == '-' && argv[i][1]) return cli_usage_error("info", "unknown option '%s'", argv[i]);
-        if (path) return cli_usage_error("info", "unexpected argument '%s'", argv[i]);
-        path = argv[i];
-    }
+    const flag_spec none[] = {{0}};
+    const flags_cmd c = {.cmd = "info", .help = INFO_HELP, .flags = none, .max_pos = 1};
+    int urc = flags_parse(&c, argc, argv, &path, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
     if (!path) return cli_usage_error("info", "no model file given (expected: nf info MODEL.h5)");
     nf_flow *flow;
     nf_model_meta meta;

@@ -6,6 +6,7 @@
 
 #include "apps/commands.h"
 #include "apps/datafile.h"
+#include "apps/flags.h"
 #include "core/h5.h"
 #include "core/rng.h"
 #include "plot/plot.h"
@@ -39,6 +40,7 @@ typedef struct plot_args {
     long grid, samples, seed;
 } plot_args;
 
+/* Returns FLAGS_OK, FLAGS_HELP or FLAGS_USAGE (apps/flags.h). */
 static int parse(int argc, char **argv, plot_args *a)
 {
     const char *cmd = "plot";
@@ -47,43 +49,24 @@ static int parse(int argc, char **argv, plot_args *a)
     a->grid = 200;
     a->samples = 5000;
     a->seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(s)) {
-            fputs(PLOT_HELP, stdout);
-            exit(0);
-        } else if (!strcmp(s, "--history")) {
-            a->history = 1;
-        } else if (!strcmp(s, "--log")) {
-            a->log_density = 1;
-        } else if (!strcmp(s, "--grid")) {
-            if (cli_parse_long(cmd, s, v, 10, 2000, &a->grid)) return 2;
-            i++;
-        } else if (!strcmp(s, "--samples")) {
-            if (cli_parse_long(cmd, s, v, 1, 10000000, &a->samples)) return 2;
-            i++;
-        } else if (!strcmp(s, "--seed")) {
-            if (cli_parse_long(cmd, s, v, 0, 1L << 53, &a->seed)) return 2;
-            i++;
-        } else if (!strcmp(s, "-o") || !strcmp(s, "--output") || !strcmp(s, "--data") || !strcmp(s, "--dataset") ||
-                   !strcmp(s, "--dims")) {
-            if (!v) return cli_usage_error(cmd, "%s needs a value", s);
-            if (!strcmp(s, "--data")) a->data = v;
-            else if (!strcmp(s, "--dataset")) a->dataset = v;
-            else if (!strcmp(s, "--dims")) a->dims = v;
-            else a->out = v;
-            i++;
-        } else if (s[0] == '-' && s[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", s);
-        } else if (!a->model) {
-            a->model = s;
-        } else {
-            return cli_usage_error(cmd, "unexpected argument '%s'", s);
-        }
-    }
+    const flag_spec flags[] = {
+        {.name = "--history", .kind = FLAG_BOOL, .dst = &a->history},
+        {.name = "--log", .kind = FLAG_BOOL, .dst = &a->log_density},
+        {.name = "--grid", .kind = FLAG_LONG, .dst = &a->grid, .lo = 10, .hi = 2000},
+        {.name = "--samples", .kind = FLAG_LONG, .dst = &a->samples, .lo = 1, .hi = 10000000},
+        {.name = "--seed", .kind = FLAG_LONG, .dst = &a->seed, .lo = 0, .hi = 1L << 53},
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &a->out},
+        {.name = "--data", .kind = FLAG_STRING, .dst = &a->data},
+        {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
+        {.name = "--dims", .kind = FLAG_STRING, .dst = &a->dims},
+        {0},
+    };
+    const flags_cmd c = {.cmd = cmd, .help = PLOT_HELP, .flags = flags, .max_pos = 1};
+    int rc = flags_parse(&c, argc, argv, &a->model, NULL);
+    if (rc != FLAGS_OK) return rc;
     if (!a->model) return cli_usage_error(cmd, "no model file given (expected: nf plot MODEL.h5 -o FILE.png)");
     if (!a->out) return cli_usage_error(cmd, "no output file given (expected -o FILE.png)");
-    return 0;
+    return FLAGS_OK;
 }
 
 static int plot_history(const plot_args *a)
@@ -280,7 +263,7 @@ int nf_cmd_plot(int argc, char **argv)
 {
     plot_args a;
     int urc = parse(argc, argv, &a);
-    if (urc) return urc;
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
     int rc = app_check_output(a.out);
     if (rc == NF_OK && a.history) {
         rc = plot_history(&a);

@@ -5,6 +5,7 @@
 
 #include "apps/commands.h"
 #include "apps/datafile.h"
+#include "apps/flags.h"
 #include "core/h5.h"
 #include "core/rng.h"
 #include "training/model_file.h"
@@ -29,44 +30,28 @@ static const char *const SAMPLE_HELP =
     "example:\n"
     "  nf sample model.h5 -n 10000 --seed 3 -o samples.h5\n";
 
+static const char *const METHODS[] = {"auto", "sequential", "jacobi", NULL};
+static const nf_invert_method METHOD_VALUES[] = {NF_INVERT_AUTO, NF_INVERT_SEQUENTIAL, NF_INVERT_JACOBI};
+
 int nf_cmd_sample(int argc, char **argv)
 {
-    const char *cmd = "sample", *model = NULL, *out = NULL, *ctx_path = NULL, *method = "auto";
+    const char *cmd = "sample", *model = NULL, *out = NULL, *ctx_path = NULL;
     long n = -1, seed = 1, batch = 4096;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(s)) {
-            fputs(SAMPLE_HELP, stdout);
-            return 0;
-        } else if (!strcmp(s, "-n")) {
-            if (cli_parse_long(cmd, s, v, 1, 1L << 32, &n)) return 2;
-            i++;
-        } else if (!strcmp(s, "--seed")) {
-            if (cli_parse_long(cmd, s, v, 0, 1L << 53, &seed)) return 2;
-            i++;
-        } else if (!strcmp(s, "--batch")) {
-            if (cli_parse_long(cmd, s, v, 1, 1L << 24, &batch)) return 2;
-            i++;
-        } else if (!strcmp(s, "-o") || !strcmp(s, "--output") || !strcmp(s, "--context") || !strcmp(s, "--method")) {
-            if (!v) return cli_usage_error(cmd, "%s needs a value", s);
-            if (s[1] == 'o' || s[2] == 'o') out = v;
-            else if (s[2] == 'c') ctx_path = v;
-            else method = v;
-            i++;
-        } else if (s[0] == '-' && s[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", s);
-        } else if (!model) {
-            model = s;
-        } else {
-            return cli_usage_error(cmd, "unexpected argument '%s'", s);
-        }
-    }
-    nf_invert_method im;
-    if (!strcmp(method, "auto")) im = NF_INVERT_AUTO;
-    else if (!strcmp(method, "sequential")) im = NF_INVERT_SEQUENTIAL;
-    else if (!strcmp(method, "jacobi")) im = NF_INVERT_JACOBI;
-    else return cli_usage_error(cmd, "--method %s: expected auto, sequential or jacobi", method);
+    int mi = 0;
+    const flag_spec flags[] = {
+        {.name = "-n", .kind = FLAG_LONG, .dst = &n, .lo = 1, .hi = 1L << 32},
+        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
+        {.name = "--batch", .kind = FLAG_LONG, .dst = &batch, .lo = 1, .hi = 1L << 24},
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
+        {.name = "--context", .kind = FLAG_STRING, .dst = &ctx_path},
+        {.name = "--method", .kind = FLAG_CHOICE, .dst = &mi, .choices = METHODS},
+        {0},
+    };
+    const flags_cmd fc = {.cmd = cmd, .help = SAMPLE_HELP, .flags = flags, .max_pos = 1};
+    int urc = flags_parse(&fc, argc, argv, &model, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    const char *method = METHODS[mi];
+    nf_invert_method im = METHOD_VALUES[mi];
     if (!model) return cli_usage_error(cmd, "no model file given (expected: nf sample MODEL.h5 -n N -o SAMPLES.h5)");
     if (n < 0) return cli_usage_error(cmd, "how many samples? (expected -n N)");
     if (!out) return cli_usage_error(cmd, "no output file given (expected -o SAMPLES.h5)");

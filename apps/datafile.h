@@ -1,21 +1,19 @@
-/* apps/datafile.h - loading the data files the commands take: samples, context, true log-density.
- *
- * A data file is any HDF5 file with the samples as an n x d array (default /x, 1-D read as n x 1);
- * /context (n x c) is read when the model is conditional and /logp_true (n) when present.  Every
- * problem (missing file or dataset, non-HDF5 file, empty, NaN, wrong width) is an error naming the
- * file and dataset and what was expected. */
+/* apps/datafile.h - the data files the commands take, as arrays: a thin view of a rows source
+ * (datasets/source.h), which loads and validates them. */
 #ifndef NF_APPS_DATAFILE_H
 #define NF_APPS_DATAFILE_H
 
 #include <stddef.h>
 
 #include "core/error.h"
+#include "datasets/source.h"
 
 typedef struct app_data {
     size_t n, d, c;
-    nf_real *x;         /* (n, d) */
-    nf_real *ctx;       /* (n, c) or NULL */
-    double *logp_true;  /* (n) or NULL */
+    const nf_real *x;         /* (n, d) */
+    const nf_real *ctx;       /* (n, c) or NULL */
+    const double *logp_true;  /* (n) or NULL */
+    nf_source *src;           /* owns the arrays */
 } app_data;
 
 /* expect_d / expect_c: 0 accepts any width; want_ctx: read /context (required when expect_c > 0). */

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
 
     const size_t nd = (size_t)DUMP_N * c->dim;
     nf_real *lp = malloc(DUMP_N * sizeof *lp), *xs = malloc(nd * sizeof *xs), *z = malloc(nd * sizeof *z);
-    if (nf_flow_log_prob(f, lp, data, NULL, DUMP_N) != NF_OK) bench_die("log_prob");
+    if (nf_flow_log_prob(f, lp, data, NULL, NULL, DUMP_N) != NF_OK) bench_die("log_prob");
     nf_flow_set_invert(f, NF_INVERT_SEQUENTIAL, 0, 0);
     nf_rng *rng = nf_rng_alloc(5, 0);
     if (nf_flow_sample(f, xs, NULL, NULL, DUMP_N, rng) != NF_OK) bench_die("sample");

@@ -97,4 +97,23 @@ size_t nf_rng_state_size(const nf_rng *r) { return gsl_rng_size(r->g); }
 
 void nf_rng_state_get(const nf_rng *r, void *bytes) { memcpy(bytes, gsl_rng_state(r->g), gsl_rng_size(r->g)); }
 
+/* GSL's mt19937 state: 624 words of 32 bits (in unsigned longs) and the position mti in 0..624.
+ * A state outside that (a corrupt checkpoint) would index out of bounds, and an all-zero state
+ * yields only zeros, on which rejection samplers loop forever. */
+int nf_rng_state_valid(const nf_rng *r, const void *bytes)
+{
+    enum { N = 624 };
+    if (gsl_rng_size(r->g) < N * sizeof(unsigned long) + sizeof(int)) return 0;
+    const unsigned long *mt = bytes;
+    int mti;
+    memcpy(&mti, (const char *)bytes + N * sizeof(unsigned long), sizeof mti);
+    if (mti < 0 || mti > N) return 0;
+    unsigned long any = 0;
+    for (int i = 0; i < N; i++) {
+        if (mt[i] > 0xffffffffUL) return 0;
+        any |= mt[i];
+    }
+    return any != 0;
+}
+
 void nf_rng_state_set(nf_rng *r, const void *bytes) { memcpy(gsl_rng_state(r->g), bytes, gsl_rng_size(r->g)); }

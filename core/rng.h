@@ -32,6 +32,8 @@ void nf_rng_fill_uniform(nf_rng *r, nf_real *x, size_t n, double lo, double hi);
 size_t nf_rng_state_size(const nf_rng *r);
 void nf_rng_state_get(const nf_rng *r, void *bytes);
 void nf_rng_state_set(nf_rng *r, const void *bytes);
+/* 1 if bytes (nf_rng_state_size of them) is a state the generator can run from. */
+int nf_rng_state_valid(const nf_rng *r, const void *bytes);
 
 /* SplitMix64 finaliser: the mixing function used to derive stream seeds. */
 uint64_t nf_mix64(uint64_t x);

@@ -54,7 +54,7 @@ static int perturb(nf_flow *f, uint64_t seed, nf_real *xb, nf_real *lb)
         for (int i = 0; i < PROBE * f->dim; i++) xb[i] = (nf_real)(1.5 * nf_rng_normal(r));
         for (int i = 0; i < PROBE; i++) dl[i] = (nf_real)nf_rng_normal(r);
         nf_params_zero_grad(P);
-        rc = nf_flow_log_prob(f, lb, xb, NULL, PROBE);
+        rc = nf_flow_log_prob(f, lb, xb, NULL, NULL, PROBE);
         if (rc == NF_OK) rc = nf_flow_backward(f, dl, NULL, NULL);
         for (size_t i = 0; i < P->n && rc == NF_OK; i++)
             if (!moved[i] && P->grad[i] != 0) {
@@ -114,7 +114,7 @@ static int teacher_log_prob(nf_dataset *ds, size_t n, const double *x, double *l
     for (size_t at = 0; at < n; at += TEACHER_BATCH) {
         int m = (int)(n - at < TEACHER_BATCH ? n - at : TEACHER_BATCH);
         for (size_t i = 0; i < (size_t)m * D; i++) s->xb[i] = (nf_real)x[at * D + i];
-        NF_TRY(nf_flow_log_prob(s->flow, s->lb, s->xb, NULL, m));
+        NF_TRY(nf_flow_log_prob(s->flow, s->lb, s->xb, NULL, NULL, m));
         for (int i = 0; i < m; i++) logp[at + (size_t)i] = s->lb[i];
     }
     return NF_OK;

@@ -5,7 +5,9 @@
  *   1. data: a "banana", x1 ~ N(0, 1), x2 = 0.5 x1^2 + 0.3 e with e ~ N(0, 1), whose exact density
  *      log p(x) = log N(x1; 0, 1) + log N(x2; 0.5 x1^2, 0.3^2) lets us score the fit;
  *   2. nf_flow_create() from a spec, nf_flow_init_data() to set the standardize layer;
- *   3. nf_trainer_create() + nf_trainer_run() (Adam, cosine schedule, held-out validation);
+ *   3. the flow as a density model (nf_model_density_wrap), the arrays as data sources
+ *      (nf_source_rows_wrap), nf_trainer_create() + nf_trainer_run() (Adam, cosine schedule,
+ *      held-out validation);
  *   4. nf_evaluate() on fresh data against the true density;
  *   5. nf_flow_sample(), then check that the samples have the banana's shape: x1 with mean 0 and
  *      standard deviation 1, and the residual x2 - 0.5 x1^2 with mean 0 and deviation 0.3 (a flow
@@ -90,8 +92,14 @@ int main(void)
 
     double before, after, se;
     if (nf_evaluate(flow, xt, NULL, N_TEST, 1024, &before, &se, NULL) != NF_OK) return die("nf_evaluate");
+    /* Training: the flow as a density model (it keeps owning the flow), the arrays as data sources. */
+    nf_model *model;
+    nf_source *train, *val;
+    if (nf_model_density_wrap(&model, flow) != NF_OK) return die("nf_model_density_wrap");
+    if (nf_source_rows_wrap(&train, x, NULL, N_TRAIN, 2, 0) != NF_OK) return die("nf_source_rows_wrap");
+    if (nf_source_rows_wrap(&val, xv, NULL, N_VAL, 2, 0) != NF_OK) return die("nf_source_rows_wrap");
     nf_trainer *t;
-    if (nf_trainer_create(&t, flow, &cfg, x, NULL, N_TRAIN, xv, NULL, N_VAL) != NF_OK) return die("nf_trainer_create");
+    if (nf_trainer_create(&t, model, &cfg, train, val) != NF_OK) return die("nf_trainer_create");
     if (nf_trainer_run(t, NULL) != NF_OK) return die("nf_trainer_run");
     printf("trained: %s; best validation log-likelihood %.4f at step %ld\n", t->stop_reason, t->best_val,
            t->best_step);
@@ -104,7 +112,7 @@ int main(void)
     /* Sampling: x = f^-1(z), z from the base, with the log-density of each sample. */
     nf_rng *rng = nf_rng_alloc(7, 1);
     if (!rng || nf_flow_sample(flow, xs, lps, NULL, N_SAMPLE, rng) != NF_OK) return die("nf_flow_sample");
-    if (nf_flow_log_prob(flow, lpc, xs, NULL, N_SAMPLE) != NF_OK) return die("nf_flow_log_prob");
+    if (nf_flow_log_prob(flow, lpc, xs, NULL, NULL, N_SAMPLE) != NF_OK) return die("nf_flow_log_prob");
     double m1 = 0, s1 = 0, mr = 0, sr = 0, worst = 0;
     for (size_t i = 0; i < N_SAMPLE; i++) {
         double a = xs[2 * i], res = xs[2 * i + 1] - 0.5 * a * a;
@@ -125,7 +133,9 @@ int main(void)
 
     nf_rng_free(rng);
     nf_trainer_free(t);
-    nf_flow_free(flow);
+    nf_source_free(train);
+    nf_source_free(val);
+    nf_model_free(model); /* frees the flow it wraps */
     free(x);
     free(xv);
     free(xt);

@@ -22,7 +22,15 @@
 
 int nf_flow_create(nf_flow **out, const char *spec_text, int dim, int ctx_dim, uint64_t seed)
 {
+    return nf_flow_build(out, spec_text, dim, ctx_dim, seed, NULL, NULL, "");
+}
+
+int nf_flow_build(nf_flow **out, const char *spec_text, int dim, int ctx_dim, uint64_t seed, nf_params *P,
+                  nf_params *S, const char *prefix)
+{
     *out = NULL;
+    if (!P != !S) return nf_error(NF_EINVAL, "a flow built into a model's store needs both its stores (P and S)");
+    if (!prefix) prefix = "";
     if (dim < 1) return nf_error(NF_EINVAL, "flow dimension %d (expected at least 1)", dim);
     if (ctx_dim < 0) return nf_error(NF_EINVAL, "context width %d (expected 0 or more)", ctx_dim);
     nf_spec spec;
@@ -35,21 +43,30 @@ int nf_flow_create(nf_flow **out, const char *spec_text, int dim, int ctx_dim, u
         f->ctx_dim = ctx_dim;
         f->seed = seed;
         f->spec = strdup(spec_text);
-        f->P = nf_params_alloc();
-        f->S = nf_params_alloc();
+        f->owns_params = P == NULL;
+        f->P = P ? P : nf_params_alloc();
+        f->S = S ? S : nf_params_alloc();
+        snprintf(f->prefix, sizeof f->prefix, "%s", prefix);
         f->b = nf_calloc(spec.n ? (size_t)spec.n : 1, sizeof(nf_bijector), "flow bijectors");
         if (!f->spec || !f->P || !f->S || !f->b) rc = nf_error(NF_ENOMEM, "out of memory creating a flow");
     }
     for (int i = 0; rc == NF_OK && i < spec.n; i++) {
         char name[64];
-        snprintf(name, sizeof name, "b%d.%s", i, spec.items[i].type->name);
+        if (snprintf(name, sizeof name, "%sb%d.%s", prefix, i, spec.items[i].type->name) >= (int)sizeof name) {
+            rc = nf_error(NF_EINVAL, "component prefix '%s' is too long (the names of its pieces exceed %zu "
+                                     "characters)", prefix, sizeof name - 1);
+            break;
+        }
         rc = nf_bijector_create(&f->b[i], spec.items[i].type, dim, ctx_dim, name, spec.items[i].options, f->P,
                                 f->S, rng);
         if (rc != NF_OK) rc = nf_error_context(rc, "flow spec item %d (%s)", i + 1, spec.items[i].type->name);
         else f->nb = i + 1;
     }
     if (rc == NF_OK) {
-        rc = nf_dist_create(&f->base, nf_dist_type_find(spec.base), dim, "base", spec.base_options, f->P, f->S, rng);
+        char name[64];
+        snprintf(name, sizeof name, "%sbase", prefix);
+        rc = nf_dist_create(&f->base, nf_dist_type_find(spec.base), dim, ctx_dim, name, spec.base_options, f->P, f->S,
+                            rng);
         if (rc != NF_OK) rc = nf_error_context(rc, "flow spec base");
     }
     nf_spec_free(&spec);
@@ -69,8 +86,10 @@ void nf_flow_free(nf_flow *f)
     if (f->base.type) nf_dist_destroy(&f->base);
     free(f->b);
     free(f->spec);
-    nf_params_free(f->P);
-    nf_params_free(f->S);
+    if (f->owns_params) {
+        nf_params_free(f->P);
+        nf_params_free(f->S);
+    }
     free(f->h);
     free(f->g);
     free(f->g2);
@@ -149,7 +168,7 @@ static int check_finite(const nf_real *v, int n, const char *what)
     return NF_OK;
 }
 
-int nf_flow_log_prob(nf_flow *f, nf_real *logp, const nf_real *x, const nf_real *ctx, int n)
+int nf_flow_log_prob(nf_flow *f, nf_real *logp, const nf_real *x, const nf_real *ctx, const size_t *idx, int n)
 {
     if (n <= 0) return nf_error(NF_EINVAL, "log_prob of an empty batch (expected at least one sample)");
     NF_TRY(reserve(f, n));
@@ -161,11 +180,12 @@ int nf_flow_log_prob(nf_flow *f, nf_real *logp, const nf_real *x, const nf_real 
         int rc = b->type->forward(b, level(f, i + 1, n), f->ld, level(f, i, n), ctx, n, f->ws + f->ws_off[i]);
         if (rc != NF_OK) return nf_error_context(rc, "%s forward", b->name);
     }
-    NF_TRY(f->base.type->log_prob(&f->base, logp, level(f, f->nb, n), NULL, n));
+    NF_TRY(f->base.type->log_prob(&f->base, logp, level(f, f->nb, n), ctx, idx, n));
     for (int i = 0; i < n; i++) logp[i] += f->ld[i];
     f->last_n = n;
     f->last_dir = 1;
     f->last_ctx = ctx;
+    f->last_idx = idx;
     return check_finite(logp, n, "log-density");
 }
 
@@ -175,7 +195,7 @@ int nf_flow_backward(nf_flow *f, const nf_real *dlogp, nf_real *dx, nf_real *dct
     int n = f->last_n;
     size_t nd = (size_t)n * f->dim;
     memset(f->g, 0, nd * sizeof(nf_real));
-    NF_TRY(f->base.type->backward(&f->base, f->g, dlogp, level(f, f->nb, n), NULL, n));
+    NF_TRY(f->base.type->backward(&f->base, f->g, dctx, dlogp, level(f, f->nb, n), f->last_ctx, f->last_idx, n));
     for (int i = f->nb - 1; i >= 0; i--) {
         nf_bijector *b = &f->b[i];
         memset(f->g2, 0, nd * sizeof(nf_real));
@@ -191,11 +211,11 @@ int nf_flow_backward(nf_flow *f, const nf_real *dlogp, nf_real *dx, nf_real *dct
     return NF_OK;
 }
 
-int nf_flow_nll_step(nf_flow *f, const nf_real *x, const nf_real *ctx, int n, double *nll)
+int nf_flow_nll_step(nf_flow *f, const nf_real *x, const nf_real *ctx, const size_t *idx, int n, double *nll)
 {
     NF_TRY(reserve(f, n));
     /* f->dld doubles as the logp buffer, then as dL/dlogp = -1/n for every sample */
-    NF_TRY(nf_flow_log_prob(f, f->dld, x, ctx, n));
+    NF_TRY(nf_flow_log_prob(f, f->dld, x, ctx, idx, n));
     double s = 0;
     for (int i = 0; i < n; i++) s += f->dld[i];
     *nll = -s / n;
@@ -209,7 +229,7 @@ int nf_flow_sample(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *ctx, in
     NF_TRY(reserve(f, n));
     size_t nd = (size_t)n * f->dim;
     nf_real *z = level(f, f->nb, n);
-    NF_TRY(f->base.type->sample(&f->base, z, f->dld, n, rng));
+    NF_TRY(f->base.type->sample(&f->base, z, f->dld, ctx, n, rng));
     memset(f->ld, 0, (size_t)n * sizeof(nf_real));
     for (int i = f->nb - 1; i >= 0; i--) {
         nf_bijector *b = &f->b[i];
@@ -224,6 +244,7 @@ int nf_flow_sample(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *ctx, in
     f->last_n = n;
     f->last_dir = -1;
     f->last_ctx = ctx;
+    f->last_idx = NULL;
     return NF_OK;
 }
 
@@ -251,8 +272,9 @@ int nf_flow_sample_backward(nf_flow *f, const nf_real *dx, const nf_real *dlogp,
     }
     /* z enters through the base log-density too: log p_base(z) with weight dL/dlogp */
     nf_real *z = level(f, f->nb, n);
-    if (dlogp) NF_TRY(f->base.type->backward(&f->base, f->g, dlogp, z, NULL, n));
-    if (f->base.type->sample_backward) NF_TRY(f->base.type->sample_backward(&f->base, f->g, NULL, z, n));
+    if (dlogp) NF_TRY(f->base.type->backward(&f->base, f->g, dctx, dlogp, z, f->last_ctx, NULL, n));
+    if (f->base.type->sample_backward)
+        NF_TRY(f->base.type->sample_backward(&f->base, dctx, f->g, NULL, z, f->last_ctx, n));
     return NF_OK;
 }
 

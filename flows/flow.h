@@ -28,6 +28,8 @@ typedef struct nf_flow {
     int dim, ctx_dim;
     uint64_t seed;
     char *spec;            /* canonical spec */
+    char prefix[32];       /* name prefix of its slices in the store ("" or "target.") */
+    int owns_params;       /* 1: P and S are the flow's own; 0: a model's store, shared */
     int nb;                /* number of bijectors */
     nf_bijector *b;        /* (nb) */
     nf_dist base;
@@ -42,21 +44,29 @@ typedef struct nf_flow {
     nf_real *ws;           /* per-bijector workspaces */
     size_t *ws_off;        /* (nb + 1) */
     const nf_real *last_ctx;
+    const size_t *last_idx;
 } nf_flow;
 
+/* A flow with its own parameter store. */
 int nf_flow_create(nf_flow **f, const char *spec, int dim, int ctx_dim, uint64_t seed);
+/* A flow built into a model's stores P and S (not freed with the flow), its slices named
+ * "<prefix>b0.actnorm...", "<prefix>base...".  P = S = NULL gives the flow its own stores. */
+int nf_flow_build(nf_flow **f, const char *spec, int dim, int ctx_dim, uint64_t seed, nf_params *P, nf_params *S,
+                  const char *prefix);
 void nf_flow_free(nf_flow *f);
 void nf_flow_set_training(nf_flow *f, int training);
 void nf_flow_set_invert(nf_flow *f, nf_invert_method method, double tol, int max_sweeps);
 /* Sum of last_sweeps over autoregressive bijectors in the last slow-direction call. */
 int nf_flow_last_sweeps(const nf_flow *f);
 
-/* logp[i] = log p(x_i | ctx_i).  Caches what nf_flow_backward needs. */
-int nf_flow_log_prob(nf_flow *f, nf_real *logp, const nf_real *x, const nf_real *ctx, int n);
+/* logp[i] = log p(x_i | ctx_i).  idx (n, may be NULL) are the rows' indices in their data source,
+ * handed to the base for densities that couple data points.  Caches what nf_flow_backward needs
+ * (x, ctx and idx must stay valid until then). */
+int nf_flow_log_prob(nf_flow *f, nf_real *logp, const nf_real *x, const nf_real *ctx, const size_t *idx, int n);
 /* After log_prob: given dlogp = dL/dlogp (n), accumulate P->grad, and dx, dctx if not NULL. */
 int nf_flow_backward(nf_flow *f, const nf_real *dlogp, nf_real *dx, nf_real *dctx);
 /* Mean negative log-likelihood of the batch and its gradient (accumulated into P->grad). */
-int nf_flow_nll_step(nf_flow *f, const nf_real *x, const nf_real *ctx, int n, double *nll);
+int nf_flow_nll_step(nf_flow *f, const nf_real *x, const nf_real *ctx, const size_t *idx, int n, double *nll);
 /* x (n, dim) samples and logp (n) their log-densities (may be NULL); ctx (n, ctx_dim) or NULL. */
 int nf_flow_sample(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *ctx, int n, nf_rng *rng);
 /* After sample: given dL/dx and dL/dlogp (either may be NULL), accumulate P->grad and dctx. */

@@ -30,7 +30,7 @@ static void randomize(nf_flow *f, double scale, uint64_t seed)
     nf_test_fill_normal(ctx, (size_t)N * f->ctx_dim, 1.0, seed + 2);
     for (int i = 0; i < N; i++) w[i] = 1;
     nf_params_zero_grad(f->P);
-    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, f->ctx_dim ? ctx : NULL, N), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, f->ctx_dim ? ctx : NULL, NULL, N), NF_OK);
     ck_assert_int_eq(nf_flow_backward(f, w, NULL, NULL), NF_OK);
     nf_rng *r = nf_rng_alloc(seed, 0);
     for (size_t i = 0; i < f->P->n; i++)
@@ -88,7 +88,7 @@ START_TEST(every_preset_builds_and_runs)
         nf_real x[5 * 3], lp[5];
         nf_test_fill_normal(x, 15, 1.2, 3);
         nf_flow_set_training(f, 1);
-        ck_assert_msg(nf_flow_log_prob(f, lp, x, NULL, 5) == NF_OK, "%s: %s", names[k], nf_strerror_last());
+        ck_assert_msg(nf_flow_log_prob(f, lp, x, NULL, NULL, 5) == NF_OK, "%s: %s", names[k], nf_strerror_last());
         for (int i = 0; i < 5; i++) ck_assert(isfinite(lp[i]));
         nf_flow_free(f);
     }
@@ -119,7 +119,7 @@ START_TEST(change_of_variables_by_hand)
         for (int i = 0; i < 4; i++) sd[j] += (data[i * 3 + j] - mean[j]) * (data[i * 3 + j] - mean[j]) / 4.0;
     }
     nf_real x[3] = {0.9, -1.1, 2.4}, lp;
-    ck_assert_int_eq(nf_flow_log_prob(f, &lp, x, NULL, 1), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(f, &lp, x, NULL, NULL, 1), NF_OK);
     /* The standardize bijector may use the population or the sample variance; accept either. */
     double best = INFINITY;
     for (int unbiased = 0; unbiased < 2; unbiased++) {
@@ -149,17 +149,17 @@ START_TEST(log_prob_matches_brute_force_jacobian)
     randomize(f, 0.2, 5);
     nf_real x[D], xp[D], lp, z[D], zp[D], zm[D];
     nf_test_fill_normal(x, D, 1.1, 9);
-    ck_assert_int_eq(nf_flow_log_prob(f, &lp, x, NULL, 1), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(f, &lp, x, NULL, NULL, 1), NF_OK);
     memcpy(z, f->h + (size_t)f->nb * D, sizeof z);
     double J[D * D];
     for (int j = 0; j < D; j++) {
         nf_real tmp;
         memcpy(xp, x, sizeof xp);
         xp[j] += 1e-6;
-        nf_flow_log_prob(f, &tmp, xp, NULL, 1);
+        nf_flow_log_prob(f, &tmp, xp, NULL, NULL, 1);
         memcpy(zp, f->h + (size_t)f->nb * D, sizeof zp);
         xp[j] -= 2e-6;
-        nf_flow_log_prob(f, &tmp, xp, NULL, 1);
+        nf_flow_log_prob(f, &tmp, xp, NULL, NULL, 1);
         memcpy(zm, f->h + (size_t)f->nb * D, sizeof zm);
         for (int k = 0; k < D; k++) J[k * D + j] = (zp[k] - zm[k]) / 2e-6;
     }
@@ -191,13 +191,13 @@ START_TEST(log_prob_gradients)
     memset(dx, 0, sizeof dx);
     memset(dctx, 0, sizeof dctx);
     nf_params_zero_grad(f->P);
-    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, ctx, n), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, ctx, NULL, n), NF_OK);
     ck_assert_int_eq(nf_flow_backward(f, w, dx, dctx), NF_OK);
     double *grad = malloc(f->P->n * sizeof(double));
     for (size_t i = 0; i < f->P->n; i++) grad[i] = f->P->grad[i];
 #define LOSS(out)                                                   \
     do {                                                            \
-        nf_flow_log_prob(f, lp, x, ctx, n);                         \
+        nf_flow_log_prob(f, lp, x, ctx, NULL, n);                         \
         out = 0;                                                    \
         for (int i_ = 0; i_ < n; i_++) out += w[i_] * lp[i_];       \
     } while (0)
@@ -293,7 +293,7 @@ START_TEST(samples_log_prob_agrees)
     nf_real x[50 * 4], lp[50], lp2[50];
     nf_rng *r = nf_rng_alloc(9, 0);
     ck_assert_int_eq(nf_flow_sample(f, x, lp, NULL, 50, r), NF_OK);
-    ck_assert_int_eq(nf_flow_log_prob(f, lp2, x, NULL, 50), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp2, x, NULL, NULL, 50), NF_OK);
     for (int i = 0; i < 50; i++)
         ck_assert_msg(fabs(lp[i] - lp2[i]) < 2e-3 * (1 + fabs(lp2[i])), "sample %d: %g vs %g", i, (double)lp[i],
                       (double)lp2[i]);
@@ -312,13 +312,13 @@ START_TEST(nll_step_is_mean_negative_log_prob)
     nf_test_fill_normal(x, 32, 1.3, 4);
     double nll;
     nf_params_zero_grad(f->P);
-    ck_assert_int_eq(nf_flow_nll_step(f, x, NULL, 16, &nll), NF_OK);
-    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, NULL, 16), NF_OK);
+    ck_assert_int_eq(nf_flow_nll_step(f, x, NULL, NULL, 16, &nll), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, NULL, NULL, 16), NF_OK);
     double s = 0;
     for (int i = 0; i < 16; i++) s -= lp[i];
     ck_assert(fabs(s / 16 - nll) < 1e-5 * (1 + fabs(nll)));
     ck_assert(nf_params_grad_norm(f->P) > 0);
-    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, NULL, 0), NF_EINVAL);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, NULL, NULL, 0), NF_EINVAL);
     nf_flow_free(f);
 }
 END_TEST

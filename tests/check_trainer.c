@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "distributions/target.h"
 #include "tests/testutil.h"
 #include "training/model_file.h"
 
@@ -34,12 +35,37 @@ static nf_real *make_data(size_t n, uint64_t seed)
     return x;
 }
 
-static nf_flow *new_flow(const nf_real *x, size_t n)
+static nf_model *new_model(const nf_real *x, size_t n)
 {
-    nf_flow *f;
-    ck_assert_int_eq(nf_flow_create(&f, SPEC, 2, 0, 42), NF_OK);
-    ck_assert_int_eq(nf_flow_init_data(f, x, NULL, (int)n), NF_OK);
-    return f;
+    nf_model *m;
+    ck_assert_int_eq(nf_model_density_create(&m, SPEC, 2, 0, 42), NF_OK);
+    ck_assert_int_eq(nf_flow_init_data(m->flow, x, NULL, (int)n), NF_OK);
+    return m;
+}
+
+static nf_source *rows(const nf_real *x, size_t n)
+{
+    nf_source *s;
+    ck_assert_int_eq(nf_source_rows_wrap(&s, x, NULL, n, 2, 0), NF_OK);
+    return s;
+}
+
+/* A trainer over arrays x (n) and xv (nv, may be 0); the sources are freed with free_trainer. */
+static nf_source *src_train, *src_val;
+static int trainer_on(nf_trainer **t, nf_model *m, const nf_train_config *c, const nf_real *x, size_t n,
+                      const nf_real *xv, size_t nv)
+{
+    src_train = rows(x, n);
+    src_val = nv ? rows(xv, nv) : NULL;
+    return nf_trainer_create(t, m, c, src_train, src_val);
+}
+
+static void free_trainer(nf_trainer *t)
+{
+    nf_trainer_free(t);
+    nf_source_free(src_train);
+    nf_source_free(src_val);
+    src_train = src_val = NULL;
 }
 
 static void base_config(nf_train_config *c)
@@ -59,7 +85,8 @@ START_TEST(training_improves_likelihood)
 {
     size_t n = 2000;
     nf_real *x = make_data(n, 1), *xv = make_data(500, 2);
-    nf_flow *f = new_flow(x, n);
+    nf_model *m = new_model(x, n);
+    nf_flow *f = m->flow;
     double before, after, se;
     ck_assert_int_eq(nf_evaluate(f, xv, NULL, 500, 256, &before, &se, NULL), NF_OK);
     nf_train_config c;
@@ -67,7 +94,7 @@ START_TEST(training_improves_likelihood)
     c.max_steps = 300;
     c.schedule.total = 300;
     nf_trainer *t;
-    ck_assert_int_eq(nf_trainer_create(&t, f, &c, x, NULL, n, xv, NULL, 500), NF_OK);
+    ck_assert_int_eq(trainer_on(&t, m, &c, x, n, xv, 500), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
     ck_assert_int_eq(nf_evaluate(f, xv, NULL, 500, 256, &after, &se, NULL), NF_OK);
     /* true entropy of the data: log(2 pi e) + log(1.5 * 0.6) = 2.733; the model should approach it */
@@ -76,8 +103,8 @@ START_TEST(training_improves_likelihood)
     ck_assert_int_eq(t->step, 300);
     ck_assert(t->hist.n >= 30);
     ck_assert_ptr_nonnull(strstr(t->stop_reason, "300 steps"));
-    nf_trainer_free(t);
-    nf_flow_free(f);
+    free_trainer(t);
+    nf_model_free(m);
     free(x);
     free(xv);
 }
@@ -87,7 +114,7 @@ typedef struct stopper {
     long at;
     volatile int flag;
     const char *path;
-    nf_flow *flow;
+    nf_model *model;
 } stopper;
 
 static void stop_at(void *user, const nf_train_progress *p)
@@ -99,7 +126,7 @@ static void stop_at(void *user, const nf_train_progress *p)
 static int save_ckpt(void *user, nf_trainer *t)
 {
     stopper *s = user;
-    return nf_model_save(s->path, s->flow, NULL, t);
+    return nf_model_save(s->path, s->model, NULL, t);
 }
 
 /* A run stopped at step 23 and resumed from its file ends bit-identical to an uninterrupted run. */
@@ -113,29 +140,29 @@ START_TEST(resume_is_exact)
     nf_train_config c;
     base_config(&c);
 
-    nf_flow *ref = new_flow(x, n);
+    nf_model *ref = new_model(x, n);
     nf_trainer *t;
-    ck_assert_int_eq(nf_trainer_create(&t, ref, &c, x, NULL, n, xv, NULL, 200), NF_OK);
+    ck_assert_int_eq(trainer_on(&t, ref, &c, x, n, xv, 200), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
-    nf_trainer_free(t);
+    free_trainer(t);
 
-    nf_flow *a = new_flow(x, n);
+    nf_model *a = new_model(x, n);
     stopper s = {23, 0, path, a};
     nf_train_hooks h = {&s, stop_at, save_ckpt, &s.flag};
-    ck_assert_int_eq(nf_trainer_create(&t, a, &c, x, NULL, n, xv, NULL, 200), NF_OK);
+    ck_assert_int_eq(trainer_on(&t, a, &c, x, n, xv, 200), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t, &h), NF_OK);
     ck_assert_int_eq(t->step, 23);
     ck_assert_ptr_nonnull(strstr(t->stop_reason, "request"));
-    nf_trainer_free(t);
-    nf_flow_free(a);
+    free_trainer(t);
+    nf_model_free(a);
 
-    nf_flow *b;
+    nf_model *b;
     nf_train_config c2;
-    ck_assert_int_eq(nf_model_load(path, &b, NULL), NF_OK);
+    ck_assert_int_eq(nf_model_open(path, &b, NULL), NF_OK);
     ck_assert_int_eq(nf_model_load_train_config(path, &c2), NF_OK);
     ck_assert_int_eq(c2.max_steps, 60);
     ck_assert_int_eq(c2.batch, 64);
-    ck_assert_int_eq(nf_trainer_create(&t, b, &c2, x, NULL, n, xv, NULL, 200), NF_OK);
+    ck_assert_int_eq(trainer_on(&t, b, &c2, x, n, xv, 200), NF_OK);
     ck_assert_int_eq(nf_model_load_trainer(path, t), NF_OK);
     ck_assert_int_eq(t->step, 23);
     ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
@@ -144,9 +171,9 @@ START_TEST(resume_is_exact)
     ck_assert_msg(memcmp(b->P->value, ref->P->value, b->P->n * sizeof(nf_real)) == 0,
                   "resumed parameters differ from the uninterrupted run");
     ck_assert(memcmp(b->S->value, ref->S->value, b->S->n * sizeof(nf_real)) == 0);
-    nf_trainer_free(t);
-    nf_flow_free(b);
-    nf_flow_free(ref);
+    free_trainer(t);
+    nf_model_free(b);
+    nf_model_free(ref);
     free(x);
     free(xv);
     unlink(path);
@@ -161,7 +188,8 @@ static void diverge(int max_failures, int expect_rc)
 {
     size_t n = 512;
     nf_real *x = make_data(n, 5);
-    nf_flow *f = new_flow(x, n);
+    nf_model *m = new_model(x, n);
+    nf_flow *f = m->flow;
     nf_train_config c;
     base_config(&c);
     /* parameters of this size overflow the squared latents of the base density */
@@ -176,17 +204,17 @@ static void diverge(int max_failures, int expect_rc)
     c.max_failures = max_failures;
     c.clip = 0;
     nf_trainer *t;
-    ck_assert_int_eq(nf_trainer_create(&t, f, &c, x, NULL, n, NULL, NULL, 0), NF_OK);
+    ck_assert_int_eq(trainer_on(&t, m, &c, x, n, NULL, 0), NF_OK);
     int rc = nf_trainer_run(t, NULL);
     ck_assert_int_eq(rc, expect_rc);
     if (rc != NF_OK) ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "diverged 1 times"));
     ck_assert_msg(t->lr_scale <= 0.5, "lr_scale %g: no divergence was handled", t->lr_scale);
     for (size_t i = 0; i < f->P->n; i++) ck_assert(isfinite(f->P->value[i]));
     nf_real lp[8];
-    int lrc = nf_flow_log_prob(f, lp, x, NULL, 8);
+    int lrc = nf_flow_log_prob(f, lp, x, NULL, NULL, 8);
     ck_assert_msg(lrc == NF_OK, "after divergence (step %ld, failures %d): %s", t->step, t->failures, nf_strerror_last());
-    nf_trainer_free(t);
-    nf_flow_free(f);
+    free_trainer(t);
+    nf_model_free(m);
     free(x);
 }
 
@@ -207,7 +235,7 @@ START_TEST(early_stopping)
 {
     size_t n = 256;
     nf_real *x = make_data(n, 6), *xv = make_data(100, 7);
-    nf_flow *f = new_flow(x, n);
+    nf_model *m = new_model(x, n);
     nf_train_config c;
     base_config(&c);
     c.optim.lr = 0;
@@ -216,13 +244,13 @@ START_TEST(early_stopping)
     c.eval_every = 1;
     c.patience = 2;
     nf_trainer *t;
-    ck_assert_int_eq(nf_trainer_create(&t, f, &c, x, NULL, n, xv, NULL, 100), NF_OK);
+    ck_assert_int_eq(trainer_on(&t, m, &c, x, n, xv, 100), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
     ck_assert_int_eq(t->step, 3);
     ck_assert_ptr_nonnull(strstr(t->stop_reason, "early stopping"));
     ck_assert_int_eq(t->best_step, 1);
-    nf_trainer_free(t);
-    nf_flow_free(f);
+    free_trainer(t);
+    nf_model_free(m);
     free(x);
     free(xv);
 }
@@ -235,21 +263,22 @@ START_TEST(model_file_round_trip_and_refusals)
     snprintf(path, sizeof path, "%s/m.h5", tmpdir);
     snprintf(other, sizeof other, "%s/data.h5", tmpdir);
     nf_real *x = make_data(64, 8);
-    nf_flow *f = new_flow(x, 64);
+    nf_model *m = new_model(x, 64);
+    nf_flow *f = m->flow;
     for (size_t i = 0; i < f->P->n; i++) f->P->value[i] += (nf_real)(0.01 * (i % 7));
     nf_model_meta meta = {0};
     snprintf(meta.data_path, sizeof meta.data_path, "train.h5");
     snprintf(meta.data_dataset, sizeof meta.data_dataset, "/x");
     meta.n_train = 64;
-    ck_assert_int_eq(nf_model_save(path, f, &meta, NULL), NF_OK);
+    ck_assert_int_eq(nf_model_save(path, m, &meta, NULL), NF_OK);
     nf_flow *g;
     nf_model_meta m2;
     ck_assert_int_eq(nf_model_load(path, &g, &m2), NF_OK);
     ck_assert_str_eq(m2.data_path, "train.h5");
     ck_assert_str_eq(g->spec, SPEC);
     nf_real a[8], b[8];
-    ck_assert_int_eq(nf_flow_log_prob(f, a, x, NULL, 8), NF_OK);
-    ck_assert_int_eq(nf_flow_log_prob(g, b, x, NULL, 8), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(f, a, x, NULL, NULL, 8), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(g, b, x, NULL, NULL, 8), NF_OK);
     ck_assert(memcmp(a, b, sizeof a) == 0);
     nf_flow_free(g);
     ck_assert_int_eq(nf_model_has_checkpoint(path), 0);
@@ -263,10 +292,160 @@ START_TEST(model_file_round_trip_and_refusals)
     ck_assert_int_eq(nf_h5_commit(h), NF_OK);
     ck_assert_int_eq(nf_model_load(other, &g, NULL) == NF_OK, 0);
     ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "nf-model"));
-    nf_flow_free(f);
+    nf_model_free(m);
     free(x);
     unlink(path);
     unlink(other);
+    rmdir(tmpdir);
+}
+END_TEST
+
+/* A model file written by nf 0.1.0 (format version 1, no kind, flow attributes on /model) loads as a
+ * density model and gives the log-densities that version computed (tests/data/v1/README.md). */
+START_TEST(v1_model_file_still_loads)
+{
+    const char *dir = getenv("NF_TEST_DATA") ? getenv("NF_TEST_DATA") : "tests/data";
+    char path[512], probe[512], lp[512];
+    snprintf(path, sizeof path, "%s/v1/model_v1.h5", dir);
+    snprintf(probe, sizeof probe, "%s/v1/probe.h5", dir);
+    snprintf(lp, sizeof lp, "%s/v1/lp.h5", dir);
+    char kind[64];
+    ck_assert_msg(nf_model_file_kind(path, kind, sizeof kind) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_str_eq(kind, "density");
+    nf_model *m;
+    nf_model_meta meta;
+    ck_assert_msg(nf_model_open(path, &m, &meta) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_str_eq(m->type->kind, "density");
+    ck_assert_str_eq(meta.data_path, "d.h5");
+    nf_h5 *h;
+    nf_real *x;
+    double *want;
+    size_t n, d, n2, d2;
+    ck_assert_int_eq(nf_h5_open(&h, probe, NULL, 0), NF_OK);
+    ck_assert_int_eq(nf_h5_read_real(h, "/x", &x, &n, &d), NF_OK);
+    nf_h5_close(h);
+    ck_assert_int_eq(nf_h5_open(&h, lp, NULL, 0), NF_OK);
+    ck_assert_int_eq(nf_h5_read_double(h, "/logp", &want, &n2, &d2), NF_OK);
+    nf_h5_close(h);
+    ck_assert_int_eq(n, n2);
+    nf_real got[64];
+    ck_assert_int_eq(nf_flow_log_prob(m->flow, got, x, NULL, NULL, (int)n), NF_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) < 1e-4 * (1 + fabs(want[i])), "row %zu: %g, version 1 gave %g", i,
+                      (double)got[i], want[i]);
+    /* its checkpoint restores a trainer too */
+    nf_train_config c;
+    ck_assert_int_eq(nf_model_load_train_config(path, &c), NF_OK);
+    nf_source *tr;
+    nf_real *data = calloc(360 * 2, sizeof *data);
+    ck_assert_int_eq(nf_source_rows_wrap(&tr, data, NULL, 360, 2, 0), NF_OK);
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, m, &c, tr, NULL), NF_OK);
+    ck_assert_msg(nf_model_load_trainer(path, t) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_int_eq(t->step, 30);
+    nf_trainer_free(t);
+    nf_source_free(tr);
+    free(data);
+    free(x);
+    free(want);
+    nf_model_free(m);
+}
+END_TEST
+
+/* A model of a kind without a flow of its own is refused by nf_model_load with the kind named;
+ * a variational model round-trips through its file with its target. */
+START_TEST(model_kinds_in_files)
+{
+    make_tmpdir();
+    char path[300];
+    snprintf(path, sizeof path, "%s/vi.h5", tmpdir);
+    nf_model *m;
+    ck_assert_msg(nf_model_variational_create(&m, "affine-coupling(hidden=8), permute(order=reverse), "
+                                                  "affine-coupling(hidden=8)", "banana", "b=0.07", 3) == NF_OK,
+                  "%s", nf_strerror_last());
+    ck_assert_int_eq(nf_model_save(path, m, NULL, NULL), NF_OK);
+    char kind[64];
+    ck_assert_int_eq(nf_model_file_kind(path, kind, sizeof kind), NF_OK);
+    ck_assert_str_eq(kind, "variational");
+    nf_model *g;
+    ck_assert_msg(nf_model_open(path, &g, NULL) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_str_eq(g->type->kind, "variational");
+    ck_assert_str_eq(nf_model_variational_target(g)->type->name, "banana");
+    ck_assert_int_eq(g->P->n, m->P->n);
+    ck_assert(memcmp(g->P->value, m->P->value, m->P->n * sizeof(nf_real)) == 0);
+    nf_model_free(g);
+    nf_flow *f;
+    ck_assert_int_eq(nf_model_load(path, &f, NULL), NF_OK); /* its flow samples like any flow */
+    ck_assert_int_eq(f->dim, 2);
+    nf_flow_free(f);
+    nf_model_free(m);
+    unlink(path);
+    rmdir(tmpdir);
+}
+END_TEST
+
+/* Reverse KL on the banana (normalised: log Z = 0): the ELBO rises towards 0, log Z estimated by
+ * importance sampling comes close to 0, and a run stopped and resumed ends bit-identical. */
+START_TEST(variational_learns_and_resumes)
+{
+    make_tmpdir();
+    char path[300];
+    snprintf(path, sizeof path, "%s/vi.h5", tmpdir);
+    const char *spec = "4*(affine-coupling(hidden=32), permute(order=reverse))";
+    nf_train_config c;
+    nf_train_config_init(&c);
+    c.batch = 128;
+    c.max_steps = 400;
+    c.seed = 11;
+    c.clip = 10;
+    c.eval_items = 512;
+    c.eval_every = 50;
+    c.optim.lr = 3e-3;
+    nf_schedule_init(&c.schedule, NF_SCHED_COSINE, 3e-3);
+    c.schedule.total = 400;
+    nf_model *ref;
+    ck_assert_int_eq(nf_model_variational_create(&ref, spec, "banana", "", 5), NF_OK);
+    nf_rng *r = nf_rng_alloc(99, 0);
+    nf_vi_report before, after;
+    ck_assert_int_eq(nf_model_variational_report(ref, 4000, 1000, r, &before), NF_OK);
+    nf_trainer *t;
+    ck_assert_msg(nf_trainer_create(&t, ref, &c, NULL, NULL) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_msg(nf_trainer_run(t, NULL) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_int_eq(t->step, 400);
+    ck_assert(t->hist.n == 8);
+    nf_trainer_free(t);
+    ck_assert_int_eq(nf_model_variational_report(ref, 4000, 1000, r, &after), NF_OK);
+    ck_assert_msg(after.elbo > before.elbo + 1.0, "ELBO %g -> %g", before.elbo, after.elbo);
+    ck_assert_msg(after.elbo > -0.25 && after.elbo <= 0.05, "ELBO %g (log Z = 0)", after.elbo);
+    ck_assert_msg(fabs(after.log_z) < 0.1, "log Z estimate %g (true 0)", after.log_z);
+    ck_assert_msg(after.ess_frac > 0.5, "effective sample size %g of n", after.ess_frac);
+    ck_assert(after.log_z_true == 0);
+    nf_rng_free(r);
+
+    nf_model *a;
+    ck_assert_int_eq(nf_model_variational_create(&a, spec, "banana", "", 5), NF_OK);
+    stopper s = {137, 0, path, a};
+    nf_train_hooks h = {&s, stop_at, save_ckpt, &s.flag};
+    ck_assert_int_eq(nf_trainer_create(&t, a, &c, NULL, NULL), NF_OK);
+    ck_assert_int_eq(nf_trainer_run(t, &h), NF_OK);
+    ck_assert_int_eq(t->step, 137);
+    nf_trainer_free(t);
+    nf_model_free(a);
+    nf_model *b;
+    nf_train_config c2;
+    ck_assert_int_eq(nf_model_open(path, &b, NULL), NF_OK);
+    ck_assert_int_eq(nf_model_load_train_config(path, &c2), NF_OK);
+    ck_assert_int_eq(c2.eval_items, 512);
+    ck_assert_int_eq(nf_trainer_create(&t, b, &c2, NULL, NULL), NF_OK);
+    ck_assert_msg(nf_model_load_trainer(path, t) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
+    ck_assert_int_eq(t->step, 400);
+    ck_assert_msg(memcmp(b->P->value, ref->P->value, b->P->n * sizeof(nf_real)) == 0,
+                  "resumed variational parameters differ from the uninterrupted run");
+    nf_trainer_free(t);
+    nf_model_free(b);
+    nf_model_free(ref);
+    unlink(path);
     rmdir(tmpdir);
 }
 END_TEST
@@ -282,6 +461,9 @@ int main(void)
     tcase_add_test(tc, divergence_stops_after_max_failures);
     tcase_add_test(tc, early_stopping);
     tcase_add_test(tc, model_file_round_trip_and_refusals);
+    tcase_add_test(tc, v1_model_file_still_loads);
+    tcase_add_test(tc, model_kinds_in_files);
+    tcase_add_test(tc, variational_learns_and_resumes);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

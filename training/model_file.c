@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,24 +37,23 @@ static int save_config(nf_h5 *f, const nf_train_config *c)
              {"schedule_total", (double)c->schedule.total},
              {"final_frac", c->schedule.final_frac},
              {"decay_every", (double)c->schedule.every},
-             {"gamma", c->schedule.gamma}};
+             {"gamma", c->schedule.gamma},
+             {"eval_items", (double)c->eval_items}};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) NF_TRY(nf_h5_attr_set_double(f, g, a[i].name, a[i].v));
     return NF_OK;
 }
 
-int nf_model_save(const char *path, const nf_flow *flow, const nf_model_meta *meta, const nf_trainer *t)
+int nf_model_save(const char *path, const nf_model *m, const nf_model_meta *meta, const nf_trainer *t)
 {
     nf_h5 *f;
     NF_TRY(nf_h5_create(&f, path, NF_MODEL_FORMAT, NF_MODEL_VERSION));
     int rc = nf_h5_group(f, "/model");
-    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/model", "spec", flow->spec);
-    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/model", "dim", flow->dim);
-    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/model", "ctx_dim", flow->ctx_dim);
-    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/model", "seed", (int64_t)flow->seed);
-    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/model", "n_params", (int64_t)flow->P->n);
+    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/model", "kind", m->type->kind);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/model", "n_params", (int64_t)m->P->n);
     if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/model", "real_type", NF_REAL_NAME);
-    if (rc == NF_OK) rc = nf_params_save(flow->P, f, "/model/params", 0);
-    if (rc == NF_OK) rc = nf_params_save(flow->S, f, "/model/state", 0);
+    if (rc == NF_OK) rc = m->type->save(m, f, "/model");
+    if (rc == NF_OK) rc = nf_params_save(m->P, f, "/model/params", 0);
+    if (rc == NF_OK) rc = nf_params_save(m->S, f, "/model/state", 0);
     if (rc == NF_OK && meta) {
         rc = nf_h5_group(f, "/data");
         if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/data", "path", meta->data_path);
@@ -77,46 +77,93 @@ int nf_model_save(const char *path, const nf_flow *flow, const nf_model_meta *me
     return nf_h5_commit(f);
 }
 
-int nf_model_load(const char *path, nf_flow **out, nf_model_meta *meta)
+/* The kind of an open model file: its attribute, or "density" for version 1. */
+static int read_kind(nf_h5 *f, char *kind, size_t size)
+{
+    if (nf_h5_format_version(f) < 2) {
+        snprintf(kind, size, "density");
+        return NF_OK;
+    }
+    return nf_h5_attr_get_string(f, "/model", "kind", kind, size);
+}
+
+int nf_model_file_kind(const char *path, char *kind, size_t size)
+{
+    nf_h5 *f;
+    NF_TRY(nf_h5_open(&f, path, NF_MODEL_FORMAT, NF_MODEL_VERSION));
+    int rc = read_kind(f, kind, size);
+    nf_h5_close(f);
+    return rc;
+}
+
+static void read_meta(nf_h5 *f, nf_model_meta *meta)
+{
+    memset(meta, 0, sizeof *meta);
+    if (nf_h5_exists(f, "/data")) {
+        int64_t v;
+        nf_h5_attr_get_string(f, "/data", "path", meta->data_path, sizeof meta->data_path);
+        nf_h5_attr_get_string(f, "/data", "dataset", meta->data_dataset, sizeof meta->data_dataset);
+        nf_h5_attr_get_string(f, "/data", "val_path", meta->val_path, sizeof meta->val_path);
+        nf_h5_attr_get_double(f, "/data", "val_frac", &meta->val_frac);
+        if (nf_h5_attr_get_int64(f, "/data", "n_train", &v) == NF_OK) meta->n_train = v;
+        if (nf_h5_attr_get_int64(f, "/data", "n_val", &v) == NF_OK) meta->n_val = v;
+        if (nf_h5_attr_exists(f, "/model", "preset"))
+            nf_h5_attr_get_string(f, "/model", "preset", meta->preset, sizeof meta->preset);
+    }
+    nf_error_clear();
+}
+
+int nf_model_open(const char *path, nf_model **out, nf_model_meta *meta)
 {
     *out = NULL;
     nf_h5 *f;
     NF_TRY(nf_h5_open(&f, path, NF_MODEL_FORMAT, NF_MODEL_VERSION));
-    char spec[1 << 16];
-    int64_t dim = 0, ctx_dim = 0, seed = 0;
-    int rc = nf_h5_attr_get_string(f, "/model", "spec", spec, sizeof spec);
-    if (rc == NF_OK) rc = nf_h5_attr_get_int64(f, "/model", "dim", &dim);
-    if (rc == NF_OK) rc = nf_h5_attr_get_int64(f, "/model", "ctx_dim", &ctx_dim);
-    if (rc == NF_OK) rc = nf_h5_attr_get_int64(f, "/model", "seed", &seed);
-    nf_flow *flow = NULL;
+    char kind[64];
+    nf_model *m = NULL;
+    int rc = read_kind(f, kind, sizeof kind);
+    const nf_model_type *type = rc == NF_OK ? nf_model_type_find(kind) : NULL;
+    if (rc == NF_OK && !type) rc = nf_error_context(NF_EFORMAT, "%s", path);
     if (rc == NF_OK) {
-        rc = nf_flow_create(&flow, spec, (int)dim, (int)ctx_dim, (uint64_t)seed);
-        if (rc != NF_OK) rc = nf_error_context(rc, "%s: cannot rebuild the model", path);
+        m = nf_calloc(1, sizeof *m, "model");
+        if (!m) rc = NF_ENOMEM;
     }
-    if (rc == NF_OK) rc = nf_params_load(flow->P, f, "/model/params", 0);
-    if (rc == NF_OK) rc = nf_params_load(flow->S, f, "/model/state", 0);
-    if (rc == NF_OK && meta) {
-        memset(meta, 0, sizeof *meta);
-        if (nf_h5_exists(f, "/data")) {
-            int64_t v;
-            nf_h5_attr_get_string(f, "/data", "path", meta->data_path, sizeof meta->data_path);
-            nf_h5_attr_get_string(f, "/data", "dataset", meta->data_dataset, sizeof meta->data_dataset);
-            nf_h5_attr_get_string(f, "/data", "val_path", meta->val_path, sizeof meta->val_path);
-            nf_h5_attr_get_double(f, "/data", "val_frac", &meta->val_frac);
-            if (nf_h5_attr_get_int64(f, "/data", "n_train", &v) == NF_OK) meta->n_train = v;
-            if (nf_h5_attr_get_int64(f, "/data", "n_val", &v) == NF_OK) meta->n_val = v;
-            if (nf_h5_attr_exists(f, "/model", "preset"))
-                nf_h5_attr_get_string(f, "/model", "preset", meta->preset, sizeof meta->preset);
+    if (rc == NF_OK) {
+        m->type = type;
+        rc = type->load(m, f, "/model", nf_h5_format_version(f));
+        if (rc != NF_OK) {
+            rc = nf_error_context(rc, "%s", path);
+            m->type = NULL; /* nothing was built: no destroy */
         }
-        nf_error_clear();
     }
+    if (rc == NF_OK) rc = nf_params_load(m->P, f, "/model/params", 0);
+    if (rc == NF_OK) rc = nf_params_load(m->S, f, "/model/state", 0);
+    if (rc == NF_OK && meta) read_meta(f, meta);
     nf_h5_close(f);
     if (rc != NF_OK) {
-        nf_flow_free(flow);
+        nf_model_free(m);
         return rc;
     }
-    nf_flow_set_training(flow, 0);
-    *out = flow;
+    nf_model_set_training(m, 0);
+    *out = m;
+    return NF_OK;
+}
+
+int nf_model_load(const char *path, nf_flow **out, nf_model_meta *meta)
+{
+    *out = NULL;
+    nf_model *m;
+    NF_TRY(nf_model_open(path, &m, meta));
+    if (!m->flow || !m->flow->owns_params) {
+        int rc = nf_error(NF_EINVAL, "%s holds a '%s' model (%s); use %s with it", path, m->type->kind,
+                          m->type->summary, m->type->command);
+        nf_model_free(m);
+        return rc;
+    }
+    /* The flow owns the model's one store: take it and let the rest of the model go. */
+    *out = m->flow;
+    m->flow = NULL;
+    if (m->type->destroy) m->type->destroy(m);
+    free(m);
     return NF_OK;
 }
 
@@ -148,8 +195,12 @@ int nf_model_load_train_config(const char *path, nf_train_config *c)
                            "beta1",     "beta2",        "eps",        "weight_decay",     "momentum", "warmup",
                            "schedule_total", "final_frac", "decay_every", "gamma"};
     for (int i = 0; i < 22 && rc == NF_OK; i++) rc = nf_h5_attr_get_double(f, "/training", names[i], &v[i]);
+    double eval_items = 0;   /* absent in version-1 files */
+    if (rc == NF_OK && nf_h5_attr_exists(f, "/training", "eval_items"))
+        rc = nf_h5_attr_get_double(f, "/training", "eval_items", &eval_items);
     nf_h5_close(f);
     NF_TRY(rc);
+    c->eval_items = (long)eval_items;
     c->batch = (int)v[0];
     c->epochs = (int)v[1];
     c->max_steps = (long)v[2];

@@ -39,50 +39,68 @@ static nf_params *clone_layout(const nf_params *src)
     return p;
 }
 
-int nf_trainer_create(nf_trainer **out, nf_flow *flow, const nf_train_config *cfg, const nf_real *x,
-                      const nf_real *ctx, size_t n, const nf_real *xv, const nf_real *ctxv, size_t nv)
+int nf_trainer_create(nf_trainer **out, nf_model *model, const nf_train_config *cfg, const nf_source *train,
+                      const nf_source *val)
 {
     *out = NULL;
-    if (n == 0) return nf_error(NF_EDATA, "no training data (expected at least one sample)");
+    const nf_model_type *mt = model->type;
+    if (mt->source_kind) {
+        if (!train) return nf_error(NF_EDATA, "no training data (a %s model trains on %s)", mt->kind, mt->source_kind);
+        if (train->n == 0) return nf_error(NF_EDATA, "no training data (expected at least one item)");
+        const nf_source *srcs[2] = {train, val};
+        for (int i = 0; i < 2; i++) {
+            const nf_source *s = srcs[i];
+            if (!s) continue;
+            if (strcmp(s->type->kind, mt->source_kind))
+                return nf_error(NF_EINVAL, "%s: %s data, but a %s model trains on %s", s->name, s->type->kind, mt->kind,
+                                mt->source_kind);
+            if (model->ctx_dim > 0 && s->ctx_dim != model->ctx_dim)
+                return nf_error(NF_EINVAL, "%s: the model is conditional (context width %d) but the data has %s", s->name,
+                                model->ctx_dim, s->ctx_dim ? "another context width" : "no context");
+        }
+    } else if (train || val) {
+        return nf_error(NF_EINVAL, "a %s model trains without data (no source expected)", mt->kind);
+    }
     if (cfg->batch < 1) return nf_error(NF_EINVAL, "batch size %d (expected at least 1)", cfg->batch);
     if (cfg->epochs <= 0 && cfg->max_steps <= 0 && cfg->max_seconds <= 0)
         return nf_error(NF_EINVAL, "training has no limit: set epochs, max_steps or max_seconds");
     NF_TRY(nf_optim_check(&cfg->optim));
     NF_TRY(nf_schedule_check(&cfg->schedule));
-    if (flow->ctx_dim > 0 && (!ctx || (nv && !ctxv)))
-        return nf_error(NF_EINVAL, "the flow is conditional (context width %d) but no context was given", flow->ctx_dim);
     nf_trainer *t = nf_calloc(1, sizeof *t, "trainer");
     if (!t) return NF_ENOMEM;
     t->cfg = *cfg;
-    if ((size_t)t->cfg.batch > n) t->cfg.batch = (int)n;
+    size_t n = train ? train->n : 0;
+    if (n && (size_t)t->cfg.batch > n) t->cfg.batch = (int)n;
     if (t->cfg.max_failures < 1) t->cfg.max_failures = 1;
     if (t->cfg.good_every < 1) t->cfg.good_every = 100;
-    t->flow = flow;
-    t->x = x;
-    t->ctx = flow->ctx_dim ? ctx : NULL;
+    t->model = model;
+    t->train = train;
+    t->val = val && val->n ? val : NULL;
     t->n = n;
-    t->xv = nv ? xv : NULL;
-    t->ctxv = nv && flow->ctx_dim ? ctxv : NULL;
-    t->nv = nv;
+    t->nv = mt->source_kind ? (t->val ? t->val->n : 0) : (size_t)(cfg->eval_items > 0 ? cfg->eval_items : 0);
     t->best_val = -INFINITY;
     t->best_step = -1;
     t->lr_scale = 1.0;
-    t->perm = nf_calloc(n, sizeof(int64_t), "training permutation");
+    t->perm = nf_calloc(n ? n : 1, sizeof(int64_t), "training permutation");
+    t->idx = nf_calloc((size_t)t->cfg.batch, sizeof(size_t), "batch indices");
     t->rng = nf_rng_alloc(cfg->seed, 0x73687566);
-    t->xb = nf_calloc((size_t)t->cfg.batch * flow->dim, sizeof(nf_real), "batch buffer");
-    t->cb = nf_calloc((size_t)t->cfg.batch * (flow->ctx_dim ? flow->ctx_dim : 1), sizeof(nf_real), "batch buffer");
-    t->best_P = clone_layout(flow->P);
-    t->best_S = clone_layout(flow->S);
-    t->good_P = clone_layout(flow->P);
-    t->good_S = clone_layout(flow->S);
-    if (!t->perm || !t->rng || !t->xb || !t->cb || !t->best_P || !t->best_S || !t->good_P || !t->good_S) {
+    int rc = t->perm && t->idx && t->rng ? NF_OK : NF_ENOMEM;
+    if (rc == NF_OK && !train) rc = nf_batch_reserve_rows(&t->batch, t->cfg.batch, 0, 0);
+    if (rc == NF_OK) {
+        t->best_P = clone_layout(model->P);
+        t->best_S = clone_layout(model->S);
+        t->good_P = clone_layout(model->P);
+        t->good_S = clone_layout(model->S);
+        if (!t->best_P || !t->best_S || !t->good_P || !t->good_S) rc = NF_ENOMEM;
+    }
+    if (rc != NF_OK) {
         nf_trainer_free(t);
         return nf_error(NF_ENOMEM, "out of memory creating the trainer");
     }
-    nf_params_copy(t->good_P, flow->P, 1);
-    nf_params_copy(t->good_S, flow->S, 0);
-    nf_params_copy(t->best_P, flow->P, 0);
-    nf_params_copy(t->best_S, flow->S, 0);
+    nf_params_copy(t->good_P, model->P, 1);
+    nf_params_copy(t->good_S, model->S, 0);
+    nf_params_copy(t->best_P, model->P, 0);
+    nf_params_copy(t->best_S, model->S, 0);
     *out = t;
     return NF_OK;
 }
@@ -102,9 +120,9 @@ void nf_trainer_free(nf_trainer *t)
 {
     if (!t) return;
     free(t->perm);
+    free(t->idx);
     nf_rng_free(t->rng);
-    free(t->xb);
-    free(t->cb);
+    nf_batch_free(&t->batch);
     nf_params_free(t->best_P);
     nf_params_free(t->best_S);
     nf_params_free(t->good_P);
@@ -137,14 +155,14 @@ static long steps_per_epoch(const nf_trainer *t) { return (long)((t->n + t->cfg.
 static long total_steps(const nf_trainer *t)
 {
     long total = 0;
-    if (t->cfg.epochs > 0) total = t->cfg.epochs * steps_per_epoch(t);
+    if (t->cfg.epochs > 0 && t->n) total = t->cfg.epochs * steps_per_epoch(t);
     if (t->cfg.max_steps > 0 && (total == 0 || t->cfg.max_steps < total)) total = t->cfg.max_steps;
     return total;
 }
 
 int nf_trainer_finished(const nf_trainer *t)
 {
-    if (t->cfg.epochs > 0 && t->epoch >= t->cfg.epochs) return 1;
+    if (t->cfg.epochs > 0 && t->n && t->epoch >= t->cfg.epochs) return 1;
     if (t->cfg.max_steps > 0 && t->step >= t->cfg.max_steps) return 1;
     if (t->cfg.max_seconds > 0 && t->seconds >= t->cfg.max_seconds) return 1;
     if (t->cfg.patience > 0 && t->nv && t->bad_evals >= t->cfg.patience) return 1;
@@ -165,7 +183,7 @@ int nf_evaluate(nf_flow *flow, const nf_real *x, const nf_real *ctx, size_t n, i
     for (size_t at = 0; at < n && rc == NF_OK; at += batch) {
         int b = (int)(n - at < (size_t)batch ? n - at : (size_t)batch);
         nf_real *out = logp_out ? logp_out + at : lp;
-        rc = nf_flow_log_prob(flow, out, x + at * flow->dim, ctx ? ctx + at * flow->ctx_dim : NULL, b);
+        rc = nf_flow_log_prob(flow, out, x + at * flow->dim, ctx ? ctx + at * flow->ctx_dim : NULL, NULL, b);
         if (rc != NF_OK) rc = nf_error_context(rc, "rows %zu to %zu", at, at + b - 1);
         for (int i = 0; rc == NF_OK && i < b; i++) {
             s += out[i];
@@ -192,15 +210,28 @@ static void new_epoch_order(nf_trainer *t)
     }
 }
 
-static int gather_batch(nf_trainer *t, int b)
+/* The next batch: b items of this epoch's order (a kind without data: b indices 0..b-1). */
+static int next_batch(nf_trainer *t, int b)
 {
-    int D = t->flow->dim, C = t->flow->ctx_dim;
-    for (int i = 0; i < b; i++) {
-        size_t r = (size_t)t->perm[t->pos + i];
-        memcpy(t->xb + (size_t)i * D, t->x + r * D, D * sizeof(nf_real));
-        if (C) memcpy(t->cb + (size_t)i * C, t->ctx + r * C, C * sizeof(nf_real));
+    if (!t->train) {
+        for (int i = 0; i < b; i++) t->batch.idx[i] = (size_t)i;
+        t->batch.n = b;
+        return NF_OK;
     }
-    return NF_OK;
+    for (int i = 0; i < b; i++) t->idx[i] = (size_t)t->perm[t->pos + i];
+    return t->train->type->fetch(t->train, t->idx, b, &t->batch);
+}
+
+/* The validation metric: the mean over the validation source, or over nv draws of a stream seeded
+ * afresh each time (the same draws at every validation, so they compare the parameters alone). */
+static int validation_metric(nf_trainer *t, double *val)
+{
+    if (t->train) return nf_model_evaluate(t->model, t->val, 0, 1024, NULL, val, NULL, NULL);
+    nf_rng *r = nf_rng_alloc(t->cfg.seed, 0x76616c);
+    if (!r) return nf_error(NF_ENOMEM, "out of memory for the validation stream");
+    int rc = nf_model_evaluate(t->model, NULL, t->nv, 1024, r, val, NULL, NULL);
+    nf_rng_free(r);
+    return rc;
 }
 
 /* Validation and the history entry; updates best parameters and the patience counter. */
@@ -208,13 +239,13 @@ static int validate(nf_trainer *t, double lr, nf_train_progress *p)
 {
     double val = NAN;
     if (t->nv) {
-        NF_TRY(nf_evaluate(t->flow, t->xv, t->ctxv, t->nv, 1024, &val, NULL, NULL));
+        NF_TRY(validation_metric(t, &val));
         if (val > t->best_val) {
             t->best_val = val;
             t->best_step = t->step;
             t->bad_evals = 0;
-            nf_params_copy(t->best_P, t->flow->P, 0);
-            nf_params_copy(t->best_S, t->flow->S, 0);
+            nf_params_copy(t->best_P, t->model->P, 0);
+            nf_params_copy(t->best_S, t->model->S, 0);
         } else {
             t->bad_evals++;
         }
@@ -222,7 +253,7 @@ static int validate(nf_trainer *t, double lr, nf_train_progress *p)
     nf_history *h = &t->hist;
     NF_TRY(history_reserve(h, h->n + 1));
     h->step[h->n] = t->step;
-    h->epoch[h->n] = t->epoch + (double)t->pos / t->n;
+    h->epoch[h->n] = t->n ? t->epoch + (double)t->pos / t->n : 0;
     h->train_ll[h->n] = t->acc_steps ? t->acc_ll / t->acc_steps : NAN;
     h->val_ll[h->n] = val;
     h->lr[h->n] = lr;
@@ -238,12 +269,12 @@ static int validate(nf_trainer *t, double lr, nf_train_progress *p)
 /* One optimizer step, or a divergence handled by restoring the last good parameters. */
 static int step_once(nf_trainer *t, double *ll, double *lr_used)
 {
-    nf_flow *f = t->flow;
-    int b = (int)(t->n - t->pos < (size_t)t->cfg.batch ? t->n - t->pos : (size_t)t->cfg.batch);
-    gather_batch(t, b);
+    nf_model *f = t->model;
+    int b = t->n && t->n - t->pos < (size_t)t->cfg.batch ? (int)(t->n - t->pos) : t->cfg.batch;
+    NF_TRY(next_batch(t, b));
     nf_params_zero_grad(f->P);
     double nll = NAN;
-    int rc = nf_flow_nll_step(f, t->xb, f->ctx_dim ? t->cb : NULL, b, &nll);
+    int rc = f->type->loss(f, &t->batch, t->rng, &nll);
     double lr = nf_schedule_lr(&t->cfg.schedule, (long)t->cfg.optim.t) * t->lr_scale;
     *lr_used = lr;
     int diverged = rc == NF_ENONFINITE || (rc == NF_OK && !isfinite(nll));
@@ -261,7 +292,7 @@ static int step_once(nf_trainer *t, double *ll, double *lr_used)
         if (rc == NF_ENONFINITE) diverged = 1, rc = NF_OK;
     }
     if (rc != NF_OK && !diverged) return rc;
-    t->pos += b;
+    if (t->n) t->pos += b;
     if (diverged) {
         t->failures++;
         nf_params_copy(f->P, t->good_P, 1);
@@ -285,12 +316,42 @@ static int step_once(nf_trainer *t, double *ll, double *lr_used)
     return NF_OK;
 }
 
+/* Epoch bookkeeping and validation after a step; sets p->evaluated, p->val_ll. */
+static int after_step(nf_trainer *t, double lr, nf_train_progress *p)
+{
+    int rc = NF_OK;
+    if (t->n && t->pos >= t->n) {
+        t->pos = 0;
+        t->epoch++;
+        rc = validate(t, lr, p);
+    } else if (t->cfg.eval_every > 0 && t->step % t->cfg.eval_every == 0) {
+        rc = validate(t, lr, p);
+    }
+    nf_model_set_training(t->model, 1);
+    return rc;
+}
+
+int nf_trainer_step(nf_trainer *t, double *metric, int *evaluated)
+{
+    nf_train_progress p;
+    memset(&p, 0, sizeof p);
+    p.val_ll = NAN;
+    double lr = 0, ll = NAN;
+    nf_model_set_training(t->model, 1);
+    if (t->n && t->pos == 0) new_epoch_order(t);
+    NF_TRY(step_once(t, &ll, &lr));
+    int rc = after_step(t, lr, &p);
+    if (metric) *metric = ll;
+    if (evaluated) *evaluated = p.evaluated;
+    return rc;
+}
+
 int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
 {
     nf_train_hooks none = {0};
     if (!hooks) hooks = &none;
-    nf_flow *f = t->flow;
-    nf_flow_set_training(f, 1);
+    nf_model *f = t->model;
+    nf_model_set_training(f, 1);
     double started = now_seconds(), base_seconds = t->seconds, recent = 0;
     long start_step = t->step, total = total_steps(t);
     int rc = NF_OK;
@@ -301,7 +362,7 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
             snprintf(t->stop_reason, sizeof t->stop_reason, "stopped on request");
             break;
         }
-        if (t->pos == 0) new_epoch_order(t);
+        if (t->n && t->pos == 0) new_epoch_order(t);
         memset(&p, 0, sizeof p);
         p.val_ll = NAN;
         double ll = NAN, lr = 0;
@@ -309,22 +370,17 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
         if (rc != NF_OK) break;
         t->seconds = base_seconds + (now_seconds() - started);
         if (isfinite(ll)) recent = recent == 0 ? ll : 0.98 * recent + 0.02 * ll;
-        if (t->pos >= t->n) {
-            t->pos = 0;
-            t->epoch++;
-            rc = validate(t, lr, &p);
-        } else if (t->cfg.eval_every > 0 && t->step % t->cfg.eval_every == 0) {
-            rc = validate(t, lr, &p);
-        }
-        nf_flow_set_training(f, 1);
+        rc = after_step(t, lr, &p);
         if (rc != NF_OK) break;
         if (hooks->progress) {
             double rate = (t->step - start_step) / fmax(t->seconds - base_seconds, 1e-9);
             p.step = t->step;
             p.total_steps = total;
             p.epoch = t->epoch;
-            p.epochs = t->cfg.epochs;
+            p.epochs = t->n ? t->cfg.epochs : 0;
+            p.has_data = t->n > 0;
             p.train_ll = recent;
+            p.metric = f->type->metric;
             p.best_val = t->nv && isfinite(t->best_val) ? t->best_val : NAN;
             p.lr = lr;
             p.steps_per_sec = rate;
@@ -342,12 +398,12 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
             if (rc != NF_OK) break;
         }
     }
-    nf_flow_set_training(f, 0);
+    nf_model_set_training(f, 0);
     if (rc == NF_OK && !t->stop_reason[0]) {
         if (t->cfg.patience > 0 && t->nv && t->bad_evals >= t->cfg.patience)
             snprintf(t->stop_reason, sizeof t->stop_reason, "early stopping (no improvement in %d evaluations)",
                      t->cfg.patience);
-        else if (t->cfg.epochs > 0 && t->epoch >= t->cfg.epochs)
+        else if (t->cfg.epochs > 0 && t->n && t->epoch >= t->cfg.epochs)
             snprintf(t->stop_reason, sizeof t->stop_reason, "reached %d epochs", t->cfg.epochs);
         else if (t->cfg.max_steps > 0 && t->step >= t->cfg.max_steps)
             snprintf(t->stop_reason, sizeof t->stop_reason, "reached %ld steps", t->cfg.max_steps);
@@ -426,7 +482,7 @@ int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *g)
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         NF_TRY(nf_h5_attr_set_double(f, g, nums[i].name, nums[i].value));
     snprintf(path, sizeof path, "%s/perm", g);
-    NF_TRY(nf_h5_write_int64(f, path, t->perm, t->n, 0));
+    NF_TRY(nf_h5_write_int64(f, path, t->perm, t->n ? t->n : 1, 0));
     size_t rs = nf_rng_state_size(t->rng);
     unsigned char *state = malloc(rs);
     if (!state) return nf_error(NF_ENOMEM, "out of memory saving the random state");
@@ -436,9 +492,9 @@ int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *g)
     free(state);
     NF_TRY(rc);
     snprintf(path, sizeof path, "%s/current", g);
-    NF_TRY(nf_params_save(t->flow->P, f, path, 1));
+    NF_TRY(nf_params_save(t->model->P, f, path, 1));
     snprintf(path, sizeof path, "%s/current_state", g);
-    NF_TRY(nf_params_save(t->flow->S, f, path, 0));
+    NF_TRY(nf_params_save(t->model->S, f, path, 0));
     snprintf(path, sizeof path, "%s/best", g);
     NF_TRY(nf_params_save(t->best_P, f, path, 0));
     snprintf(path, sizeof path, "%s/best_state", g);
@@ -452,6 +508,15 @@ int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *g)
     return save_history(&t->hist, f, path);
 }
 
+/* A checkpoint number that must be an integer in [lo, hi]. */
+static int checked_count(const nf_h5 *f, const char *g, const char *name, double v, double lo, double hi)
+{
+    if (!isfinite(v) || v != floor(v) || v < lo || v > hi)
+        return nf_error(NF_EFORMAT, "%s: checkpoint field %s/%s is %g (expected a whole number from %g to %g)",
+                        nf_h5_path(f), g, name, v, lo, hi);
+    return NF_OK;
+}
+
 int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *g)
 {
     char path[512];
@@ -459,35 +524,68 @@ int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *g)
     const char *names[] = {"step", "epoch", "pos", "best_val", "best_step", "bad_evals", "failures", "lr_scale",
                            "seconds", "optim_t"};
     for (int i = 0; i < 10; i++) NF_TRY(nf_h5_attr_get_double(f, g, names[i], &v[i]));
-    if (v[2] < 0 || v[2] >= (double)t->n)
-        return nf_error(NF_EFORMAT, "%s: checkpoint position %g does not fit the %zu training rows "
+    const double big = 9007199254740992.0; /* 2^53: counts beyond it are not exact in the file */
+    NF_TRY(checked_count(f, g, "step", v[0], 0, big));
+    NF_TRY(checked_count(f, g, "epoch", v[1], 0, 2147483647.0));
+    if (t->n && (!isfinite(v[2]) || v[2] < 0 || v[2] >= (double)t->n || v[2] != floor(v[2])))
+        return nf_error(NF_EFORMAT, "%s: checkpoint position %g does not fit the %zu training items "
                                     "(was the model trained on other data?)", nf_h5_path(f), v[2], t->n);
+    if (!t->n) NF_TRY(checked_count(f, g, "pos", v[2], 0, 0));
+    if (!(isnan(v[3]) || v[3] == -INFINITY || isfinite(v[3])))
+        return nf_error(NF_EFORMAT, "%s: checkpoint field %s/best_val is %g", nf_h5_path(f), g, v[3]);
+    NF_TRY(checked_count(f, g, "best_step", v[4], -1, v[0]));
+    NF_TRY(checked_count(f, g, "bad_evals", v[5], 0, 2147483647.0));
+    NF_TRY(checked_count(f, g, "failures", v[6], 0, 2147483647.0));
+    if (!(isfinite(v[7]) && v[7] > 0 && v[7] <= 1))
+        return nf_error(NF_EFORMAT, "%s: checkpoint field %s/lr_scale is %g (expected 0 < s <= 1)", nf_h5_path(f), g,
+                        v[7]);
+    if (!(isfinite(v[8]) && v[8] >= 0))
+        return nf_error(NF_EFORMAT, "%s: checkpoint field %s/seconds is %g (expected a finite time >= 0)",
+                        nf_h5_path(f), g, v[8]);
+    NF_TRY(checked_count(f, g, "optim_t", v[9], 0, big));
     int64_t *perm;
     size_t rows, cols;
     snprintf(path, sizeof path, "%s/perm", g);
     NF_TRY(nf_h5_read_int64(f, path, &perm, &rows, &cols));
-    if (rows != t->n) {
+    if (rows != (t->n ? t->n : 1) && !(t->n == 0 && rows == 0)) {
         free(perm);
-        return nf_error(NF_EFORMAT, "%s: checkpoint was made with %zu training rows, this data has %zu "
+        return nf_error(NF_EFORMAT, "%s: checkpoint was made with %zu training items, this data has %zu "
                                     "(resume with the same data and --val-frac)", nf_h5_path(f), rows, t->n);
     }
-    memcpy(t->perm, perm, rows * sizeof(int64_t));
+    /* a permutation of 0..n-1: every entry in range and none twice */
+    unsigned char *seen = t->n ? calloc(t->n, 1) : NULL;
+    if (t->n && !seen) {
+        free(perm);
+        return nf_error(NF_ENOMEM, "out of memory checking the checkpoint");
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        if (perm[i] < 0 || (uint64_t)perm[i] >= t->n || seen[perm[i]]) {
+            int rc = nf_error(NF_EFORMAT, "%s: checkpoint field %s/perm entry %zu is %lld (expected a permutation of "
+                                          "0..%zu)", nf_h5_path(f), g, i, (long long)perm[i], t->n - 1);
+            free(perm), free(seen);
+            return rc;
+        }
+        seen[perm[i]] = 1;
+    }
+    free(seen);
+    if (t->n) memcpy(t->perm, perm, t->n * sizeof(int64_t));
     free(perm);
     void *state;
     size_t rs;
     snprintf(path, sizeof path, "%s/rng_state", g);
     NF_TRY(nf_h5_read_bytes(f, path, &state, &rs));
-    if (rs != nf_rng_state_size(t->rng)) {
+    if (rs != nf_rng_state_size(t->rng) || !nf_rng_state_valid(t->rng, state)) {
         free(state);
-        return nf_error(NF_EFORMAT, "%s: random state of %zu bytes, expected %zu", nf_h5_path(f), rs,
+        return nf_error(NF_EFORMAT, "%s: checkpoint field %s/rng_state is not a state of the random generator "
+                                    "(%zu bytes, expected %zu of a valid mt19937 state)", nf_h5_path(f), g, rs,
                         nf_rng_state_size(t->rng));
     }
     nf_rng_state_set(t->rng, state);
     free(state);
     snprintf(path, sizeof path, "%s/current", g);
-    NF_TRY(nf_params_load(t->flow->P, f, path, 1));
+    NF_TRY(nf_params_load(t->model->P, f, path, 1));
     snprintf(path, sizeof path, "%s/current_state", g);
-    NF_TRY(nf_params_load(t->flow->S, f, path, 0));
+    NF_TRY(nf_params_load(t->model->S, f, path, 0));
     snprintf(path, sizeof path, "%s/best", g);
     NF_TRY(nf_params_load(t->best_P, f, path, 0));
     snprintf(path, sizeof path, "%s/best_state", g);

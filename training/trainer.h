@@ -1,19 +1,23 @@
-/* training/trainer.h - maximum-likelihood training of a flow, resumable to the bit.
+/* training/trainer.h - training of any model (training/model.h) on a data source, resumable to the bit.
  *
- * The trainer owns everything a run needs besides the flow and the data: the optimizer and its
+ * The trainer is written once for every kind of model: a density flow, a variational flow, and the
+ * research systems built on them.  It owns everything a run needs besides the model and the data: the optimizer and its
  * schedule, the shuffling stream, the position in the epoch, the best parameters seen on the
  * validation set, the last known-good parameters, and the history.  All of it is written by
  * nf_trainer_save() and read back by nf_trainer_load(), so a run killed after a checkpoint and
  * resumed continues with exactly the batches, rates and random numbers it would have used, and (same
  * build, same thread count) ends with the same parameters as a run that was never interrupted.
  *
- * One step: take the next `batch` rows of this epoch's permutation, compute the mean negative
- * log-likelihood and its gradient, clip the global norm, and take an optimizer step at the
+ * One step: take the next `batch` items of this epoch's permutation of the training source (a kind
+ * that trains without data gets `batch` item indices and draws what it needs from the trainer's
+ * random stream), compute the model's mean loss and its gradient, clip the global norm, and take an optimizer step at the
  * scheduled rate times lr_scale.  A non-finite loss or gradient is a divergence: the last good
  * parameters (every `good_every` steps, the parameters that just gave a finite loss and gradient,
  * taken before the update) are restored and lr_scale is halved; after
  * max_failures consecutive divergences the run stops with NF_ENONFINITE, keeping the good model.
- * Validation runs at the end of every epoch (and every eval_every steps if set); with patience > 0,
+ * Validation (the mean of the model's per-item metric over the validation source, or over
+ * eval_items draws of a fixed stream for a kind without data) runs at the end of every epoch and
+ * every eval_every steps if set; with patience > 0,
  * that many evaluations without improvement stop the run, and the best parameters are restored at
  * the end of every run that had a validation set.
  *
@@ -23,7 +27,9 @@
 #define NF_TRAINER_H
 
 #include "core/h5.h"
+#include "datasets/source.h"
 #include "flows/flow.h"
+#include "training/model.h"
 #include "training/optim.h"
 #include "training/schedule.h"
 
@@ -38,7 +44,8 @@ typedef struct nf_train_config {
     int max_failures;       /* consecutive divergences tolerated (default 5) */
     long good_every;        /* steps between known-good snapshots (default 100) */
     long checkpoint_every;  /* steps between checkpoint hooks; 0: only at the end */
-    uint64_t seed;          /* shuffling stream */
+    uint64_t seed;          /* shuffling stream (and the draws of kinds that train without data) */
+    long eval_items;        /* kinds without data: draws per validation; 0: no validation */
     nf_optim optim;
     nf_schedule schedule;
 } nf_train_config;
@@ -50,16 +57,18 @@ typedef struct nf_history {
     long n, cap;
     long *step;
     double *epoch;          /* fractional epochs */
-    double *train_ll;       /* mean train log-likelihood since the previous entry */
-    double *val_ll;         /* NaN without a validation set */
+    double *train_ll;       /* mean train metric (-loss: log-likelihood, ELBO) since the previous entry */
+    double *val_ll;         /* validation metric; NaN without a validation set */
     double *lr;
     double *seconds;
 } nf_history;
 
 typedef struct nf_train_progress {
     long step, total_steps;   /* total_steps 0 if unknown */
-    int epoch, epochs;
-    double train_ll;          /* running mean over recent steps */
+    int epoch, epochs;        /* epochs: 0 when unlimited or when the model trains without data */
+    int has_data;             /* 0 for a kind that trains without data (no epochs) */
+    double train_ll;          /* running mean of -loss over recent steps */
+    const char *metric;       /* what train_ll and val_ll are: the model's metric ("log_likelihood") */
     double val_ll, best_val;  /* NaN until known */
     double lr, steps_per_sec, seconds, eta_seconds;  /* eta NaN if unknown */
     int evaluated;            /* 1 if this step ended with a validation */
@@ -76,11 +85,11 @@ typedef struct nf_train_hooks {
 
 struct nf_trainer {
     nf_train_config cfg;
-    nf_flow *flow;
-    const nf_real *x, *ctx;   /* training data (n, dim), (n, ctx_dim) */
-    size_t n;
-    const nf_real *xv, *ctxv; /* validation data or NULL */
-    size_t nv;
+    nf_model *model;
+    const nf_source *train;   /* NULL for a kind without data */
+    const nf_source *val;     /* NULL: no validation set */
+    size_t n;                 /* training items (0 without data) */
+    size_t nv;                /* validation items (eval_items without data) */
     /* state saved in checkpoints */
     long step;
     int epoch;                /* completed epochs */
@@ -96,26 +105,36 @@ struct nf_trainer {
     nf_params *good_P, *good_S;   /* last known-good parameters (with optimizer moments) */
     nf_history hist;
     /* not saved */
-    double acc_ll;            /* sum of batch mean log-likelihoods since the last history entry */
+    double acc_ll;            /* sum of batch mean -losses since the last history entry */
     long acc_steps;
-    nf_real *xb, *cb;         /* batch buffers */
+    nf_batch batch;           /* the current batch (buffers reused across steps) */
+    size_t *idx;              /* (cfg.batch) item indices of a batch */
     char stop_reason[128];
 };
 
-int nf_trainer_create(nf_trainer **t, nf_flow *flow, const nf_train_config *cfg, const nf_real *x,
-                      const nf_real *ctx, size_t n, const nf_real *xv, const nf_real *ctxv, size_t nv);
+/* A trainer for `model` on the training source (NULL for a kind without data) with an optional
+ * validation source.  The sources must match the model's kind and widths; they must outlive t. */
+int nf_trainer_create(nf_trainer **t, nf_model *model, const nf_train_config *cfg, const nf_source *train,
+                      const nf_source *val);
 void nf_trainer_free(nf_trainer *t);
+/* One optimizer step on the next batch (or a divergence handled), for callers that own the loop;
+ * *metric receives the batch's -loss (NaN after a divergence).  Starts a new epoch when needed and
+ * validates at an epoch end or every eval_every steps (*evaluated set to 1 then). */
+int nf_trainer_step(nf_trainer *t, double *metric, int *evaluated);
 /* Train until a limit, early stopping, a stop request or an error.  Restores the best validation
  * parameters before returning (when there is a validation set).  t->stop_reason says why it ended. */
 int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks);
 /* 1 if the run has reached a limit (epochs, steps, time, patience) and would do nothing more. */
 int nf_trainer_finished(const nf_trainer *t);
 
-/* Write / read the resumable state under `group` (the flow's own parameters are saved separately). */
+/* Write / read the resumable state under `group` (the model's parameters are saved separately).
+ * Loading checks every field against this trainer (permutation, position, counters, finite
+ * numbers, random state) and names the one that is wrong. */
 int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *group);
 int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *group);
 
-/* Mean log-likelihood of (x, ctx) in batches (evaluation mode) and its standard error. */
+/* Mean log-likelihood of arrays (x, ctx) under a flow, in batches (evaluation mode), and its
+ * standard error; logp_out (n) may be NULL.  (nf_model_evaluate does the same for any model.) */
 int nf_evaluate(nf_flow *flow, const nf_real *x, const nf_real *ctx, size_t n, int batch, double *mean,
                 double *stderr_mean, nf_real *logp_out);
 

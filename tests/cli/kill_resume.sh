@@ -118,7 +118,7 @@ sum=$(sha256sum <term.copy)
 nfrun fit --resume term.copy >"$T/out" 2>"$T/err"
 rc=$?
 check "resume after the data changed: exit 1, one line naming the row counts, checkpoint untouched" \
-    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'training rows' '$T/err' &&
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'training items' '$T/err' &&
              [ '$sum' = \"\$(sha256sum <term.copy)\" ]"
 check "no temporary files left behind" test -z "$(stray_tmp)"
 finish

@@ -1,0 +1,105 @@
+/* training/model.h - models: what the trainer trains, as const type objects.
+ *
+ * A model is anything learnt by minimising a mean loss over batches of items: a density flow fit by
+ * maximum likelihood ("density"), a flow fit to an unnormalised target by reverse KL
+ * ("variational"), and the research systems that follow (point processes, interventional pairs of
+ * flows, image and video flows).  Like a bijector, a kind is a const struct of functions
+ * (nf_model_type) and an instance (nf_model) holds its configuration.  All trainable numbers of all
+ * of its components live in ONE parameter store P (and non-trainable state in S), each component
+ * under its own name prefix ("target.b3.affine-coupling..."), so an optimizer step, a checkpoint, a
+ * gradient check and an all-reduce stay one call over one buffer.
+ *
+ * The contract the trainer (training/trainer.h) relies on:
+ *   loss      mean loss of the batch's items; ADDS its gradient into P->grad.  `b` comes from the
+ *             model's data source (kind `source_kind`), or, for a kind that trains without data
+ *             (source_kind NULL), carries only b->n items and their indices.  rng is the trainer's
+ *             stream (checkpointed), for kinds that draw random numbers inside the loss.
+ *   eval      a per-item metric where higher is better (log-likelihood, ELBO term), written to
+ *             values[0..b->n-1]; evaluation mode, no gradients.
+ *   init_data optional: set data-dependent parts (standardisation, ActNorm) from the training data.
+ *   save/load the model's configuration (not its parameters: the model file writes the store) under
+ *             a group, so that load rebuilds the same components and slice table.
+ * The library never prints; every call returns an NF_E* code with a message.
+ */
+#ifndef NF_MODEL_H
+#define NF_MODEL_H
+
+#include "core/h5.h"
+#include "core/params.h"
+#include "core/rng.h"
+#include "datasets/source.h"
+#include "flows/flow.h"
+
+typedef struct nf_model nf_model;
+typedef struct nf_model_type nf_model_type;
+
+struct nf_model_type {
+    const char *kind;          /* "density", "variational"; stored in model files */
+    const char *summary;       /* one line for nf info */
+    const char *command;       /* the nf command that trains and uses this kind: "nf fit" */
+    const char *source_kind;   /* kind of data source it trains on ("rows"), NULL: no data */
+    const char *metric;        /* what eval's values are: "log_likelihood", "elbo" */
+    int (*loss)(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss);
+    int (*eval)(nf_model *m, const nf_batch *b, nf_rng *rng, double *values);
+    int (*init_data)(nf_model *m, const nf_source *train);      /* optional */
+    void (*set_training)(nf_model *m, int training);
+    int (*save)(const nf_model *m, nf_h5 *f, const char *group);
+    /* Build m's components (into m->P, m->S) from a configuration written by save; `version` is the
+     * model file's format version (1: the flat layout of the first files). */
+    int (*load)(nf_model *m, nf_h5 *f, const char *group, int version);
+    void (*destroy)(nf_model *m);
+};
+
+struct nf_model {
+    const nf_model_type *type;
+    nf_params *P, *S;          /* the one store: trainable values, and state */
+    nf_flow *flow;             /* the flow that nf sample / logprob / plot use; NULL if none */
+    int ctx_dim;               /* context width the model's data must have (0: none) */
+    void *state;               /* kind-specific */
+};
+
+/* The kinds, NULL-terminated; find by kind name (NULL and an NF_EINVAL message if unknown). */
+extern const nf_model_type nf_model_density, nf_model_variational;
+extern const nf_model_type *const nf_model_types[];
+const nf_model_type *nf_model_type_find(const char *kind);
+
+void nf_model_free(nf_model *m);          /* NULL is harmless */
+void nf_model_set_training(nf_model *m, int training);
+
+/* Mean and standard error of the model's per-item metric over a source's items (src NULL: a kind
+ * without data, over `count` draws), in batches of `batch`, in evaluation mode; values (n) may be
+ * NULL.  rng: for kinds that sample (NULL otherwise). */
+int nf_model_evaluate(nf_model *m, const nf_source *src, size_t count, int batch, nf_rng *rng, double *mean,
+                      double *stderr_mean, double *values);
+
+/* Components: a flow's configuration (spec, widths, seed, name prefix) as attributes of `group`,
+ * and the flow rebuilt from them into the stores P, S (NULL, NULL: the flow's own). */
+int nf_model_flow_save(const nf_flow *f, nf_h5 *h, const char *group);
+int nf_model_flow_load(nf_flow **f, nf_h5 *h, const char *group, nf_params *P, nf_params *S);
+
+/* ---- the kinds --------------------------------------------------------------------------------- */
+
+/* "density": a flow fit by maximum likelihood to rows (and context); loss = mean -log p(x | c). */
+int nf_model_density_create(nf_model **m, const char *spec, int dim, int ctx_dim, uint64_t seed);
+/* Take an existing flow (the model then owns it). */
+int nf_model_density_wrap(nf_model **m, nf_flow *flow);
+
+/* "variational": a flow q fit to an unnormalised target p~ by reverse KL, without data.
+ *   loss = mean_i [log q(x_i) - log p~(x_i)],  x_i = T(z_i), z_i ~ base  (reparameterised)
+ *   = -ELBO;  per-item metric: log w_i = log p~(x_i) - log q(x_i).
+ * The target is named ("u1", "banana", ...) with options (distributions/target.h). */
+int nf_model_variational_create(nf_model **m, const char *spec, const char *target, const char *target_options,
+                                uint64_t seed);
+/* The variational model's target (NULL for other kinds). */
+struct nf_target;
+const struct nf_target *nf_model_variational_target(const nf_model *m);
+/* Importance-sampling summary of q against the target from n draws: ELBO = mean log w,
+ * log Z ~ logsumexp(log w) - log n (an estimate, biased low for small n), and the effective sample
+ * size (sum w)^2 / sum w^2 as a fraction of n. */
+typedef struct nf_vi_report {
+    double elbo, elbo_stderr, log_z, ess_frac, log_z_true;   /* log_z_true NaN when unknown */
+    size_t n;
+} nf_vi_report;
+int nf_model_variational_report(nf_model *m, size_t n, int batch, nf_rng *rng, nf_vi_report *r);
+
+#endif
