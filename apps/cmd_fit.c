@@ -18,6 +18,7 @@
 
 #include "apps/commands.h"
 #include "apps/datafile.h"
+#include "apps/flags.h"
 #include "core/blas.h"
 #include "core/rng.h"
 #include "distributions/target.h"
@@ -187,87 +188,51 @@ static int parse_args(int argc, char **argv, fit_args *a)
     a->schedule = "cosine";
     a->eval_draws = 2048;
     double lr = 1e-3, wd = 0, warm = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        long v;
-        double d;
-#define VALUE() (i + 1 < argc ? argv[++i] : NULL)
-#define LONG(flag, lo, hi, dst)                                                \
-    if (!strcmp(s, flag)) {                                                    \
-        if (cli_parse_long(cmd, flag, VALUE(), lo, hi, &v)) return 2;          \
-        dst = v;                                                               \
-        continue;                                                              \
-    }
-#define DBL(flag, lo, hi, dst)                                                 \
-    if (!strcmp(s, flag)) {                                                    \
-        if (cli_parse_double(cmd, flag, VALUE(), lo, hi, &d)) return 2;        \
-        dst = d;                                                               \
-        continue;                                                              \
-    }
-#define STR(flag, dst)                                                         \
-    if (!strcmp(s, flag)) {                                                    \
-        if (!(dst = VALUE())) return cli_usage_error(cmd, "%s needs a value", flag); \
-        continue;                                                              \
-    }
-        if (cli_is_help(s)) {
-            fputs(FIT_HELP, stdout);
-            exit(0);
-        }
-        STR("-o", a->out)
-        STR("--output", a->out)
-        STR("--flow", a->flow)
-        STR("--val", a->val)
-        STR("--dataset", a->dataset)
-        STR("--resume", a->resume)
-        STR("--target", a->target)
-        LONG("--eval-draws", 0, 1L << 24, a->eval_draws)
-        STR("--optimizer", a->optimizer)
-        STR("--schedule", a->schedule)
-        STR("--activation", a->knobs.activation)
-        LONG("--layers", 1, 1000, a->knobs.layers)
-        LONG("--hidden", 1, 1 << 16, a->knobs.hidden)
-        LONG("--blocks", 1, 100, a->knobs.blocks)
-        LONG("--bins", 2, 512, a->knobs.bins)
-        DBL("--tail", 1e-3, 1e6, a->knobs.tail)
-        LONG("--epochs", 0, 1L << 30, a->cfg.epochs)
-        LONG("--batch", 1, 1L << 24, a->cfg.batch)
-        LONG("--patience", 0, 1L << 30, a->cfg.patience)
-        LONG("--eval-every", 0, 1L << 40, a->cfg.eval_every)
-        LONG("--checkpoint-every", 0, 1L << 40, a->cfg.checkpoint_every)
-        LONG("--threads", 1, 4096, a->threads)
-        DBL("--lr", 0, 10, lr)
-        DBL("--weight-decay", 0, 10, wd)
-        DBL("--warmup", 0, 1e12, warm)
-        DBL("--clip", 0, 1e12, a->cfg.clip)
-        DBL("--val-frac", 0, 0.9, a->val_frac)
-        DBL("--time", 0, 1e9, a->cfg.max_seconds)
-        if (!strcmp(s, "--steps")) {
-            if (cli_parse_long(cmd, s, VALUE(), 0, 1L << 40, &v)) return 2;
-            a->cfg.max_steps = v;
-            a->steps_set = 1;
-            continue;
-        }
-        if (!strcmp(s, "--seed")) {
-            if (cli_parse_long(cmd, s, VALUE(), 0, (1L << 53), &v)) return 2;
-            a->cfg.seed = (uint64_t)v;
-            continue;
-        }
-        if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) {
-            a->quiet = 1;
-            continue;
-        }
-        if (!strcmp(s, "--no-standardize")) {
-            a->standardize = 0;
-            continue;
-        }
-        if (s[0] == '-' && s[1]) return cli_usage_error(cmd, "unknown option '%s'", s);
-        if (a->data) return cli_usage_error(cmd, "more than one data file ('%s' and '%s')", a->data, s);
-        a->data = s;
-#undef VALUE
-#undef LONG
-#undef DBL
-#undef STR
-    }
+    long seed = 1;
+    int no_standardize = 0;
+    const flag_spec flags[] = {
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &a->out},
+        {.name = "--flow", .kind = FLAG_STRING, .dst = &a->flow},
+        {.name = "--val", .kind = FLAG_STRING, .dst = &a->val},
+        {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
+        {.name = "--resume", .kind = FLAG_STRING, .dst = &a->resume},
+        {.name = "--target", .kind = FLAG_STRING, .dst = &a->target},
+        {.name = "--optimizer", .kind = FLAG_STRING, .dst = &a->optimizer},
+        {.name = "--schedule", .kind = FLAG_STRING, .dst = &a->schedule},
+        {.name = "--activation", .kind = FLAG_STRING, .dst = &a->knobs.activation},
+        {.name = "--layers", .kind = FLAG_INT, .dst = &a->knobs.layers, .lo = 1, .hi = 1000},
+        {.name = "--hidden", .kind = FLAG_INT, .dst = &a->knobs.hidden, .lo = 1, .hi = 1 << 16},
+        {.name = "--blocks", .kind = FLAG_INT, .dst = &a->knobs.blocks, .lo = 1, .hi = 100},
+        {.name = "--bins", .kind = FLAG_INT, .dst = &a->knobs.bins, .lo = 2, .hi = 512},
+        {.name = "--tail", .kind = FLAG_DOUBLE, .dst = &a->knobs.tail, .lo = 1e-3, .hi = 1e6},
+        {.name = "--epochs", .kind = FLAG_INT, .dst = &a->cfg.epochs, .lo = 0, .hi = 1L << 30},
+        {.name = "--batch", .kind = FLAG_INT, .dst = &a->cfg.batch, .lo = 1, .hi = 1L << 24},
+        {.name = "--patience", .kind = FLAG_INT, .dst = &a->cfg.patience, .lo = 0, .hi = 1L << 30},
+        {.name = "--eval-every", .kind = FLAG_LONG, .dst = &a->cfg.eval_every, .lo = 0, .hi = 1L << 40},
+        {.name = "--checkpoint-every", .kind = FLAG_LONG, .dst = &a->cfg.checkpoint_every, .lo = 0, .hi = 1L << 40},
+        {.name = "--eval-draws", .kind = FLAG_LONG, .dst = &a->eval_draws, .lo = 0, .hi = 1L << 24},
+        {.name = "--threads", .kind = FLAG_INT, .dst = &a->threads, .lo = 1, .hi = 4096},
+        {.name = "--lr", .kind = FLAG_DOUBLE, .dst = &lr, .lo = 0, .hi = 10},
+        {.name = "--weight-decay", .kind = FLAG_DOUBLE, .dst = &wd, .lo = 0, .hi = 10},
+        {.name = "--warmup", .kind = FLAG_DOUBLE, .dst = &warm, .lo = 0, .hi = 1e12},
+        {.name = "--clip", .kind = FLAG_DOUBLE, .dst = &a->cfg.clip, .lo = 0, .hi = 1e12},
+        {.name = "--val-frac", .kind = FLAG_DOUBLE, .dst = &a->val_frac, .lo = 0, .hi = 0.9},
+        {.name = "--time", .kind = FLAG_DOUBLE, .dst = &a->cfg.max_seconds, .lo = 0, .hi = 1e9},
+        {.name = "--steps", .kind = FLAG_LONG, .dst = &a->cfg.max_steps, .lo = 0, .hi = 1L << 40, .seen = &a->steps_set},
+        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
+        {.name = "--quiet", .alias = "-q", .kind = FLAG_BOOL, .dst = &a->quiet},
+        {.name = "--no-standardize", .kind = FLAG_BOOL, .dst = &no_standardize},
+        {0},
+    };
+    const char *pos[2];
+    int npos = 0;
+    const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 2};
+    int rc = flags_parse(&fc, argc, argv, pos, &npos);
+    if (rc != FLAGS_OK) return rc == FLAGS_HELP ? -1 : 2;
+    if (npos == 2) return cli_usage_error(cmd, "more than one data file ('%s' and '%s')", pos[0], pos[1]);
+    a->data = npos ? pos[0] : NULL;
+    a->cfg.seed = (uint64_t)seed;
+    a->standardize = !no_standardize;
     if (a->resume) {
         if (a->data) return cli_usage_error(cmd, "--resume takes the model file only (the data path is stored in it)");
         return 0;
@@ -400,7 +365,7 @@ int nf_cmd_fit(int argc, char **argv)
     const char *cmd = "fit";
     fit_args a;
     int urc = parse_args(argc, argv, &a);
-    if (urc) return urc;
+    if (urc) return urc < 0 ? 0 : urc;
     set_threads(a.threads);
 
     fit_ctx ctx = {0};

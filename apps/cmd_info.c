@@ -7,13 +7,14 @@
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "core/h5.h"
+#include "distributions/target.h"
 #include "training/model_file.h"
 
 static const char *const INFO_HELP =
     "usage: nf info MODEL.h5\n"
     "\n"
-    "Show a model file: its flow spec, dimensions and parameter count, the data it was fit on, the\n"
-    "training settings, and a summary of the training history.\n"
+    "Show a model file: its kind, its flow spec, dimensions and parameter count, the data (or the\n"
+    "target density) it was fit to, the training settings, and a summary of the training history.\n"
     "\n"
     "example:\n"
     "  nf info model.h5\n";
@@ -56,23 +57,35 @@ int nf_cmd_info(int argc, char **argv)
     int urc = flags_parse(&c, argc, argv, &path, NULL);
     if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
     if (!path) return cli_usage_error("info", "no model file given (expected: nf info MODEL.h5)");
-    nf_flow *flow;
+    nf_model *model;
     nf_model_meta meta;
-    if (nf_model_load(path, &flow, &meta) != NF_OK) return cli_fail("info");
+    if (nf_model_open(path, &model, &meta) != NF_OK) return cli_fail("info");
     nf_h5 *f;
     if (nf_h5_open(&f, path, NF_MODEL_FORMAT, NF_MODEL_VERSION) != NF_OK) {
-        nf_flow_free(flow);
+        nf_model_free(model);
         return cli_fail("info");
     }
     char version[64] = "?";
     nf_h5_attr_get_string(f, "/", "nf_version", version, sizeof version);
     printf("model           %s (nf-model v%d, written by nf %s)\n", path, nf_h5_format_version(f), version);
+    printf("kind            %s: %s (%s)\n", model->type->kind, model->type->summary, model->type->command);
     if (meta.preset[0]) printf("preset          %s\n", meta.preset);
-    printf("flow spec       %s\n", flow->spec);
-    printf("bijectors       %d on a %s base\n", flow->nb, flow->base.type->name);
-    printf("dimension       %d", flow->dim);
-    if (flow->ctx_dim) printf(" (conditional on %d context values)", flow->ctx_dim);
-    printf("\nparameters      %zu trainable, %zu state values\n", flow->P->n, flow->S->n);
+    const nf_flow *flow = model->flow;
+    if (flow) {
+        printf("flow spec       %s\n", flow->spec);
+        printf("bijectors       %d on a %s base\n", flow->nb, flow->base.type->name);
+        printf("dimension       %d", flow->dim);
+        if (flow->ctx_dim) printf(" (conditional on %d context values)", flow->ctx_dim);
+        printf("\n");
+    }
+    const nf_target *target = nf_model_variational_target(model);
+    if (target) {
+        printf("target          %s%s%s%s (%s)", target->type->name, target->options[0] ? "(" : "", target->options,
+               target->options[0] ? ")" : "", target->type->summary);
+        if (isfinite(target->log_z)) printf("; log Z = %.6f", target->log_z);
+        printf("\n");
+    }
+    printf("parameters      %zu trainable, %zu state values\n", model->P->n, model->S->n);
     if (meta.data_path[0]) {
         printf("data            %s:%s (%ld training samples", meta.data_path, meta.data_dataset, meta.n_train);
         if (meta.val_path[0]) printf(", validation file %s with %ld", meta.val_path, meta.n_val);
@@ -101,6 +114,6 @@ int nf_cmd_info(int argc, char **argv)
     }
     nf_error_clear();
     nf_h5_close(f);
-    nf_flow_free(flow);
+    nf_model_free(model);
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "core/h5.h"
 #include "core/rng.h"
 #include "plot/plot.h"
+#include "distributions/target.h"
 #include "training/model_file.h"
 
 static const char *const PLOT_HELP =
@@ -20,6 +21,9 @@ static const char *const PLOT_HELP =
     "heat map with a colour bar, and a scatter of samples.  Models of more dimensions: a grid of\n"
     "pairwise scatter plots (data against samples) with 1-D marginal histograms on the diagonal.\n"
     "--history draws the training and validation log-likelihood against the step.\n"
+    "A variational model (nf fit --target) is drawn next to its target: in 2-D the target's density\n"
+    "(normalised), the flow's density and its samples on the target's box; in more dimensions a pair\n"
+    "plot of the target's exact samples (where it has a sampler) against the flow's.\n"
     "\n"
     "  --data FILE       data to show next to the model (dataset /x)      [none: samples only]\n"
     "  -o FILE           output PNG (written atomically)\n"
@@ -159,15 +163,40 @@ static void limits_2d(const double *pts, size_t n, double lim[4])
     }
 }
 
-static int plot_2d(const plot_args *a, nf_flow *flow, const double *data, size_t nd, const double *smp, size_t ns)
+/* The target's density on the grid (normalised by its known log Z, or else by the grid's own sum,
+ * so the two heat maps share a scale). */
+static int target_grid(const plot_args *a, const nf_target *t, const nf_real *grid, const double lim[4], int G,
+                       double *z)
+{
+    size_t n = (size_t)G * G;
+    double *g = malloc(2 * n * sizeof *g);
+    if (!g) return nf_error(NF_ENOMEM, "out of memory drawing the target");
+    for (size_t k = 0; k < 2 * n; k++) g[k] = grid[k];
+    int rc = nf_target_log_prob(t, n, g, z, NULL);
+    free(g);
+    if (rc != NF_OK) return rc;
+    double log_z = t->log_z;
+    if (!isfinite(log_z)) {
+        double mx = -INFINITY, s = 0, cell = (lim[1] - lim[0]) * (lim[3] - lim[2]) / n;
+        for (size_t k = 0; k < n; k++) mx = fmax(mx, z[k]);
+        for (size_t k = 0; k < n; k++) s += exp(z[k] - mx);
+        log_z = mx + log(s * cell);
+    }
+    for (size_t k = 0; k < n; k++) z[k] = a->log_density ? fmax(z[k] - log_z, -30.0) : exp(z[k] - log_z);
+    return NF_OK;
+}
+
+static int plot_2d(const plot_args *a, nf_flow *flow, const nf_target *target, const double *data, size_t nd,
+                   const double *smp, size_t ns)
 {
     double lim[4];
-    limits_2d(data ? data : smp, data ? nd : ns, lim);
+    if (target) memcpy(lim, target->type->box, sizeof lim);
+    else limits_2d(data ? data : smp, data ? nd : ns, lim);
     int G = (int)a->grid;
     nf_real *grid = malloc((size_t)G * G * 2 * sizeof(nf_real)), *lp = malloc((size_t)G * G * sizeof(nf_real));
-    double *z = malloc((size_t)G * G * sizeof(double));
+    double *z = malloc((size_t)G * G * sizeof(double)), *zt = malloc((size_t)G * G * sizeof(double));
     nf_figure *fig = nf_figure_alloc(1500, 500, 1, 3);
-    int rc = grid && lp && z && fig ? NF_OK : nf_error(NF_ENOMEM, "out of memory drawing the density");
+    int rc = grid && lp && z && zt && fig ? NF_OK : nf_error(NF_ENOMEM, "out of memory drawing the density");
     if (rc == NF_OK) {
         for (int j = 0; j < G; j++)
             for (int i = 0; i < G; i++) {
@@ -176,6 +205,7 @@ static int plot_2d(const plot_args *a, nf_flow *flow, const double *data, size_t
             }
         double mean;
         rc = nf_evaluate(flow, grid, NULL, (size_t)G * G, 4096, &mean, NULL, lp);
+        if (rc == NF_OK && target) rc = target_grid(a, target, grid, lim, G, zt);
     }
     if (rc == NF_OK) {
         for (size_t k = 0; k < (size_t)G * G; k++) z[k] = a->log_density ? fmax(lp[k], -30.0) : exp(lp[k]);
@@ -188,8 +218,6 @@ static int plot_2d(const plot_args *a, nf_flow *flow, const double *data, size_t
         }
         const double *hist = data ? data : smp;
         size_t nh = data ? nd : ns;
-        if (rc == NF_OK) rc = nf_panel_hist2d(p0, hist, hist + 1, nh, 2, 80, 80, 0, NULL);
-        nf_panel_set_title(p0, data ? "data (histogram)" : "samples (histogram)");
         nf_heatmap_opts ho = {0};
         ho.colorbar_label = a->log_density ? "log density" : "density";
         ho.bilinear = 1;
@@ -199,8 +227,26 @@ static int plot_2d(const plot_args *a, nf_flow *flow, const double *data, size_t
             ho.vmax = hi;
             ho.vmin = fmax(lo, hi - 12);
         }
+        if (target) {
+            char title[96];
+            snprintf(title, sizeof title, "target %s (%s)", target->type->name,
+                     a->log_density ? "log-density" : "density");
+            nf_heatmap_opts hot = ho;
+            if (a->log_density) {
+                double lo, hi;
+                nf_plot_range(&lo, &hi, zt, (size_t)G * G, 1);
+                hot.vmax = hi;
+                hot.vmin = fmax(lo, hi - 12);
+            }
+            if (rc == NF_OK) rc = nf_panel_heatmap(p0, zt, G, G, &hot);
+            nf_panel_set_title(p0, title);
+        } else {
+            if (rc == NF_OK) rc = nf_panel_hist2d(p0, hist, hist + 1, nh, 2, 80, 80, 0, NULL);
+            nf_panel_set_title(p0, data ? "data (histogram)" : "samples (histogram)");
+        }
         if (rc == NF_OK) rc = nf_panel_heatmap(p1, z, G, G, &ho);
-        nf_panel_set_title(p1, a->log_density ? "model log-density" : "model density");
+        nf_panel_set_title(p1, target ? (a->log_density ? "flow log-density" : "flow density")
+                                      : (a->log_density ? "model log-density" : "model density"));
         if (rc == NF_OK) rc = nf_panel_scatter(p2, smp, smp + 1, ns, 2, (nf_rgba){0.16, 0.35, 0.65, 0.35}, 1.4, NULL);
         char title[64];
         snprintf(title, sizeof title, "%zu model samples", ns);
@@ -212,6 +258,7 @@ static int plot_2d(const plot_args *a, nf_flow *flow, const double *data, size_t
     free(grid);
     free(lp);
     free(z);
+    free(zt);
     return rc;
 }
 
@@ -271,12 +318,35 @@ int nf_cmd_plot(int argc, char **argv)
         fprintf(stderr, "nf plot: wrote %s\n", a.out);
         return 0;
     }
+    nf_model *model = NULL;
     nf_flow *flow = NULL;
+    const nf_target *target = NULL;
     app_data d = {0};
     nf_real *smp = NULL;
     double *dd = NULL, *sd = NULL;
     nf_rng *rng = NULL;
-    if (rc == NF_OK) rc = nf_model_load(a.model, &flow, NULL);
+    if (rc == NF_OK) rc = nf_model_open(a.model, &model, NULL);
+    if (rc == NF_OK && !model->flow)
+        rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", a.model, model->type->kind, model->type->command);
+    if (rc == NF_OK) {
+        flow = model->flow;
+        target = nf_model_variational_target(model);
+    }
+    if (rc == NF_OK && target && !a.data && flow->dim > 2 && target->type->sample) {
+        /* the target's own exact samples stand where data would, in the pair plot */
+        size_t n = (size_t)a.samples * flow->dim;
+        double *tx = malloc(n * sizeof *tx);
+        nf_rng *tr = nf_rng_alloc((uint64_t)a.seed, 0x74617267);
+        rc = tx && tr ? nf_target_sample(target, tr, (size_t)a.samples, tx) : NF_ENOMEM;
+        nf_rng_free(tr);
+        if (rc == NF_OK) {
+            dd = tx;
+            d.n = (size_t)a.samples;
+            d.d = (size_t)flow->dim;
+        } else {
+            free(tx);
+        }
+    }
     if (rc == NF_OK && flow->ctx_dim > 0)
         rc = nf_error(NF_EINVAL, "%s is conditional; plotting conditional models is not supported yet", a.model);
     if (rc == NF_OK && a.data) rc = app_data_load(a.data, a.dataset, (size_t)flow->dim, 0, 0, &d);
@@ -290,12 +360,12 @@ int nf_cmd_plot(int argc, char **argv)
         rc = nf_flow_sample(flow, smp + (size_t)at * flow->dim, NULL, NULL, b, rng);
     }
     if (rc == NF_OK) {
-        dd = d.n ? to_double(d.x, d.n * d.d) : NULL;
+        if (!dd) dd = d.n ? to_double(d.x, d.n * d.d) : NULL;
         sd = to_double(smp, (size_t)a.samples * flow->dim);
         if ((d.n && !dd) || !sd) rc = nf_error(NF_ENOMEM, "out of memory");
     }
     if (rc == NF_OK) {
-        if (flow->dim == 2) rc = plot_2d(&a, flow, dd, d.n, sd, (size_t)a.samples);
+        if (flow->dim == 2) rc = plot_2d(&a, flow, target, dd, d.n, sd, (size_t)a.samples);
         else if (flow->dim == 1) rc = nf_error(NF_EINVAL, "%s is 1-D; nf plot draws models of 2 or more dimensions", a.model);
         else rc = plot_pairs(&a, flow->dim, dd, d.n, sd, (size_t)a.samples);
     }
@@ -304,7 +374,7 @@ int nf_cmd_plot(int argc, char **argv)
     free(sd);
     nf_rng_free(rng);
     app_data_free(&d);
-    nf_flow_free(flow);
+    nf_model_free(model);
     if (rc != NF_OK) return cli_fail("plot");
     fprintf(stderr, "nf plot: wrote %s\n", a.out);
     return 0;
