@@ -99,3 +99,19 @@ int nf_params_all_finite(const nf_params *P)
         if (!isfinite(P->value[i]) || !isfinite(P->grad[i])) return 0;
     return 1;
 }
+
+nf_params nf_params_view(const nf_params *P, size_t first, size_t count)
+{
+    nf_params v = *P;
+    if (first > P->n) first = P->n;
+    if (count > P->n - first) count = P->n - first;
+    v.value = P->value ? P->value + first : NULL;
+    v.grad = P->grad ? P->grad + first : NULL;
+    v.m = P->m ? P->m + first : NULL;
+    v.v = P->v ? P->v + first : NULL;
+    v.n = count;
+    v.capacity = count;
+    v.base = P->base + first;
+    v.slice_capacity = 0; /* a view never grows */
+    return v;
+}

@@ -28,12 +28,18 @@ typedef struct nf_params {
     nf_real *m, *v;          /* (n) optimizer moments */
     nf_param_slice *slices;
     size_t nslices, slice_capacity;
+    size_t base;             /* a view (nf_params_view): its first entry's offset in the store; else 0 */
 } nf_params;
 
 nf_params *nf_params_alloc(void);
 void nf_params_free(nf_params *P);
 /* Register a zero-filled slice of `size` entries named `name` (unique); *offset receives its start. */
 int nf_params_add(nf_params *P, const char *name, size_t size, size_t *offset);
+/* A view of entries [first, first + count) of P: the four arrays offset, n = count, the store's
+ * slice table (offsets stay the store's: entry i of the view is entry base + i).  Nothing is
+ * allocated; the view is valid until P grows.  An optimizer step over a view trains those entries
+ * only (a model trained in stages). */
+nf_params nf_params_view(const nf_params *P, size_t first, size_t count);
 /* Find a slice by name; NULL if absent. */
 const nf_param_slice *nf_params_find(const nf_params *P, const char *name);
 void nf_params_zero_grad(nf_params *P);

@@ -450,6 +450,216 @@ START_TEST(variational_learns_and_resumes)
 }
 END_TEST
 
+/* ---- a model trained in two stages ------------------------------------------------------------
+ * A toy kind on 1-D rows x: stage "first" fits a to minimise (a - x)^2 / 2 (a -> mean x); stage
+ * "second" fits b to minimise (b - a x)^2 / 2 with a held fixed, although its loss also sends a
+ * gradient to a (which must not move it).  Registered like a kind defined outside the library. */
+static int toy_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
+{
+    (void)rng;
+    nf_real *v = m->P->value, *g = m->P->grad;
+    double s = 0, n = b->n;
+    for (int i = 0; i < b->n; i++) {
+        double x = b->x[i];
+        if (m->stage == 0) {
+            double r = v[0] - x;
+            s += r * r / 2;
+            g[0] += (nf_real)(r / n);
+        } else {
+            double r = v[1] - v[0] * x;
+            s += r * r / 2;
+            g[1] += (nf_real)(r / n);
+            g[0] += (nf_real)(-x * r / n);
+        }
+    }
+    *loss = s / n;
+    return NF_OK;
+}
+
+static int toy_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *values)
+{
+    (void)rng;
+    const nf_real *v = m->P->value;
+    for (int i = 0; i < b->n; i++) {
+        double r = m->stage == 0 ? v[0] - b->x[i] : v[1] - v[0] * b->x[i];
+        values[i] = -r * r / 2;
+    }
+    return NF_OK;
+}
+
+static int toy_set_stage(nf_model *m, int stage)
+{
+    m->train_first = (size_t)stage; /* "toy.a" then "toy.b" */
+    m->train_count = 1;
+    return NF_OK;
+}
+
+static int toy_save(const nf_model *m, nf_h5 *f, const char *group)
+{
+    (void)m;
+    NF_TRY(nf_h5_group(f, group));
+    return nf_h5_attr_set_string(f, group, "toy", "two stages");
+}
+
+static int toy_build(nf_model *m)
+{
+    size_t off;
+    m->P = nf_params_alloc();
+    m->S = nf_params_alloc();
+    if (!m->P || !m->S) return NF_ENOMEM;
+    NF_TRY(nf_params_add(m->P, "toy.a", 1, &off));
+    NF_TRY(nf_params_add(m->P, "toy.b", 1, &off));
+    m->P->value[0] = (nf_real)0.3;
+    m->P->value[1] = (nf_real)-0.2;
+    return NF_OK;
+}
+
+static int toy_load(nf_model *m, nf_h5 *f, const char *group, int version)
+{
+    (void)f, (void)group, (void)version;
+    return toy_build(m);
+}
+
+static void toy_destroy(nf_model *m)
+{
+    nf_params_free(m->P);
+    nf_params_free(m->S);
+    m->P = m->S = NULL;
+}
+
+static const char *const toy_stages[] = {"first", "second"};
+static const nf_model_type toy_type = {
+    .kind = "toy-two-stage",
+    .summary = "a test kind trained in two stages",
+    .command = "tests/check_trainer",
+    .source_kind = "rows",
+    .metric = "log_likelihood",
+    .loss = toy_loss,
+    .eval = toy_eval,
+    .save = toy_save,
+    .load = toy_load,
+    .destroy = toy_destroy,
+    .n_stages = 2,
+    .stage_names = toy_stages,
+    .set_stage = toy_set_stage,
+};
+
+static nf_model *toy_new(void)
+{
+    nf_model *m = calloc(1, sizeof *m);
+    m->type = &toy_type;
+    ck_assert_int_eq(toy_build(m), NF_OK);
+    return m;
+}
+
+typedef struct {
+    nf_real a_at_switch;
+    int switches;
+    stopper st;
+} toy_watch;
+
+static int toy_checkpoint(void *user, nf_trainer *t)
+{
+    toy_watch *w = user;
+    if (t->model->stage == 1 && t->step == 0 && t->n_done == 1) {
+        w->a_at_switch = t->model->P->value[0];
+        w->switches++;
+    }
+    return w->st.path ? nf_model_save(w->st.path, t->model, NULL, t) : NF_OK;
+}
+
+static void toy_progress(void *user, const nf_train_progress *p)
+{
+    toy_watch *w = user;
+    if (w->st.at > 0 && w->st.model->stage == 1 && p->step >= w->st.at) w->st.flag = 1;
+}
+
+/* Two stages run one after the other: the first fits a, the second fits b with a held fixed;
+ * stopped in the second stage and resumed, the run ends bit-identical to an uninterrupted one. */
+START_TEST(training_in_stages)
+{
+    nf_model_type_register(&toy_type); /* NF_EINVAL when a previous test in this process did it */
+    make_tmpdir();
+    char path[300];
+    snprintf(path, sizeof path, "%s/toy.h5", tmpdir);
+    size_t n = 600;
+    nf_real *x = malloc(n * sizeof *x), *xv = malloc(200 * sizeof *xv);
+    nf_rng *r = nf_rng_alloc(4, 0);
+    double mean = 0, mean2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (nf_real)(2.385 + 0.9 * nf_rng_normal(r));
+        mean += x[i] / (double)n;
+        mean2 += (double)x[i] * x[i] / (double)n;
+    }
+    for (size_t i = 0; i < 200; i++) xv[i] = (nf_real)(2.385 + 0.9 * nf_rng_normal(r));
+    nf_rng_free(r);
+    nf_train_config c;
+    nf_train_config_init(&c);
+    c.batch = 100;
+    c.max_steps = 400;
+    c.eval_every = 40;
+    c.seed = 5;
+    c.optim.lr = 0.1;
+    nf_schedule_init(&c.schedule, NF_SCHED_COSINE, 0.1);
+    c.schedule.total = 400;
+
+    nf_source *tr, *va;
+    ck_assert_int_eq(nf_source_rows_wrap(&tr, x, NULL, n, 1, 0), NF_OK);
+    ck_assert_int_eq(nf_source_rows_wrap(&va, xv, NULL, 200, 1, 0), NF_OK);
+    nf_model *ref = toy_new();
+    toy_watch w = {0};
+    nf_train_hooks h = {&w, NULL, toy_checkpoint, NULL};
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, ref, &c, tr, va), NF_OK);
+    ck_assert_msg(nf_trainer_run(t, &h) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_int_eq(w.switches, 1);
+    ck_assert_int_eq(ref->stage, 1);
+    ck_assert_int_eq(t->n_done, 1);
+    ck_assert_int_eq(t->step, 400);
+    ck_assert_int_eq(t->done[0].n, t->hist.n);
+    double a = ref->P->value[0], b = ref->P->value[1];
+    ck_assert_msg(fabs(a - mean) < 0.05, "stage 1: a = %g, mean of x %g", a, mean);
+    ck_assert_msg(ref->P->value[0] == w.a_at_switch, "a moved in stage 2: %g -> %g", (double)w.a_at_switch, a);
+    (void)mean2;
+    ck_assert_msg(fabs(b - a * mean) < 0.05, "stage 2: b = %g, expected about a mean(x) = %g", b, a * mean);
+    nf_trainer_free(t);
+
+    /* stopped at step 150 of the second stage, saved, reopened from the file, resumed */
+    nf_model *m = toy_new();
+    toy_watch w2 = {.st = {150, 0, path, m}};
+    nf_train_hooks h2 = {&w2, toy_progress, toy_checkpoint, &w2.st.flag};
+    ck_assert_int_eq(nf_trainer_create(&t, m, &c, tr, va), NF_OK);
+    ck_assert_int_eq(nf_trainer_run(t, &h2), NF_OK);
+    ck_assert_int_eq(m->stage, 1);
+    ck_assert_int_eq(t->step, 150);
+    nf_trainer_free(t);
+    nf_model_free(m);
+    nf_model *back;
+    ck_assert_msg(nf_model_open(path, &back, NULL) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_str_eq(back->type->kind, "toy-two-stage");
+    nf_train_config c2;
+    ck_assert_int_eq(nf_model_load_train_config(path, &c2), NF_OK);
+    ck_assert_int_eq(nf_trainer_create(&t, back, &c2, tr, va), NF_OK);
+    ck_assert_msg(nf_model_load_trainer(path, t) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_int_eq(back->stage, 1);
+    ck_assert_int_eq(t->n_done, 1);
+    ck_assert_int_eq(t->step, 150);
+    ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
+    ck_assert_msg(back->P->value[0] == ref->P->value[0] && back->P->value[1] == ref->P->value[1],
+                  "resumed (%g, %g) differs from uninterrupted (%g, %g)", (double)back->P->value[0],
+                  (double)back->P->value[1], (double)ref->P->value[0], (double)ref->P->value[1]);
+    nf_trainer_free(t);
+    nf_model_free(back);
+    nf_model_free(ref);
+    nf_source_free(tr);
+    nf_source_free(va);
+    free(x);
+    free(xv);
+    unlink(path);
+    rmdir(tmpdir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trainer");
@@ -464,6 +674,7 @@ int main(void)
     tcase_add_test(tc, v1_model_file_still_loads);
     tcase_add_test(tc, model_kinds_in_files);
     tcase_add_test(tc, variational_learns_and_resumes);
+    tcase_add_test(tc, training_in_stages);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

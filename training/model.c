@@ -8,10 +8,58 @@
 
 const nf_model_type *const nf_model_types[] = {&nf_model_density, &nf_model_variational, NULL};
 
-const nf_model_type *nf_model_type_find(const char *kind)
+enum { MAX_REGISTERED = 16 };
+static const nf_model_type *registered[MAX_REGISTERED];
+static int n_registered;
+
+static const nf_model_type *find_kind(const char *kind)
 {
     for (int i = 0; nf_model_types[i]; i++)
         if (!strcmp(nf_model_types[i]->kind, kind)) return nf_model_types[i];
+    for (int i = 0; i < n_registered; i++)
+        if (!strcmp(registered[i]->kind, kind)) return registered[i];
+    return NULL;
+}
+
+int nf_model_type_register(const nf_model_type *t)
+{
+    if (!t || !t->kind || !t->loss || !t->eval || !t->save || !t->load || !t->destroy)
+        return nf_error(NF_EINVAL, "a model kind needs a name and loss, eval, save, load and destroy");
+    if (find_kind(t->kind)) return nf_error(NF_EINVAL, "model kind '%s' is already known", t->kind);
+    if (t->n_stages > 1 && (!t->set_stage || !t->stage_names))
+        return nf_error(NF_EINVAL, "model kind '%s' has %d stages but no set_stage or stage names", t->kind, t->n_stages);
+    if (n_registered >= MAX_REGISTERED)
+        return nf_error(NF_EINVAL, "too many model kinds registered (at most %d)", MAX_REGISTERED);
+    registered[n_registered++] = t;
+    return NF_OK;
+}
+
+int nf_model_stages(const nf_model *m) { return m->type->n_stages > 1 ? m->type->n_stages : 1; }
+
+const char *nf_model_stage_name(const nf_model *m, int k)
+{
+    return m->type->n_stages > 1 && k >= 0 && k < m->type->n_stages ? m->type->stage_names[k] : "";
+}
+
+int nf_model_set_stage(nf_model *m, int k)
+{
+    if (k < 0 || k >= nf_model_stages(m))
+        return nf_error(NF_EINVAL, "stage %d of a %s model (it has %d)", k, m->type->kind, nf_model_stages(m));
+    if (m->type->set_stage) NF_TRY(m->type->set_stage(m, k));
+    m->stage = k;
+    return NF_OK;
+}
+
+nf_params nf_model_trainable(const nf_model *m)
+{
+    if (m->train_count == 0) return nf_params_view(m->P, 0, m->P->n);
+    return nf_params_view(m->P, m->train_first, m->train_count);
+}
+
+const nf_model_type *nf_model_type_find(const char *kind)
+{
+    const nf_model_type *t = find_kind(kind);
+    if (t) return t;
     char names[256] = "";
     for (int i = 0; nf_model_types[i]; i++) {
         strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);

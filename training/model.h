@@ -19,6 +19,11 @@
  *   init_data optional: set data-dependent parts (standardisation, ActNorm) from the training data.
  *   save/load the model's configuration (not its parameters: the model file writes the store) under
  *             a group, so that load rebuilds the same components and slice table.
+ *   stages    optional: a kind trained in stages (the interventional flows: a nuisance model, then a
+ *             target model against it) names them; set_stage makes loss and eval those of the stage
+ *             and sets m->train_first/train_count, the entries of P that stage trains (the others
+ *             are held fixed, whatever gradient reaches them).  The trainer runs the stages one
+ *             after the other, each with a fresh optimizer, all resumable after a kill.
  * The library never prints; every call returns an NF_E* code with a message.
  */
 #ifndef NF_MODEL_H
@@ -48,6 +53,9 @@ struct nf_model_type {
      * model file's format version (1: the flat layout of the first files). */
     int (*load)(nf_model *m, nf_h5 *f, const char *group, int version);
     void (*destroy)(nf_model *m);
+    int n_stages;                     /* 0 or 1: one stage */
+    const char *const *stage_names;   /* (n_stages), stored in checkpoints */
+    int (*set_stage)(nf_model *m, int stage);
 };
 
 struct nf_model {
@@ -55,6 +63,8 @@ struct nf_model {
     nf_params *P, *S;          /* the one store: trainable values, and state */
     nf_flow *flow;             /* the flow that nf sample / logprob / plot use; NULL if none */
     int ctx_dim;               /* context width the model's data must have (0: none) */
+    int stage;                 /* the stage being trained (0 for single-stage kinds) */
+    size_t train_first, train_count; /* entries of P this stage trains; count 0 means all of P */
     void *state;               /* kind-specific */
 };
 
@@ -62,6 +72,16 @@ struct nf_model {
 extern const nf_model_type nf_model_density, nf_model_variational;
 extern const nf_model_type *const nf_model_types[];
 const nf_model_type *nf_model_type_find(const char *kind);
+/* Add a kind defined outside the library (found by nf_model_type_find and so by nf_model_open);
+ * at most 16, names unique.  The type must outlive every use. */
+int nf_model_type_register(const nf_model_type *type);
+/* Number of stages of m's kind (1 for single-stage kinds) and stage k's name ("" if unnamed). */
+int nf_model_stages(const nf_model *m);
+const char *nf_model_stage_name(const nf_model *m, int k);
+/* Switch m to stage k (0 <= k < nf_model_stages(m)). */
+int nf_model_set_stage(nf_model *m, int k);
+/* The entries of P the current stage trains, as a view. */
+nf_params nf_model_trainable(const nf_model *m);
 
 void nf_model_free(nf_model *m);          /* NULL is harmless */
 void nf_model_set_training(nf_model *m, int training);

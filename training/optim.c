@@ -155,7 +155,7 @@ int nf_optim_step(nf_optim *o, nf_params *P, double lr)
     const char *nm = nf_optim_name(o->type);
     if (!isfinite(lr) || lr < 0) return nf_error(NF_EINVAL, "%s: step lr=%g, expected a finite number >= 0", nm, lr);
     if (nf_any_nonfinite(P->grad, P->n)) {
-        long bad = first_nonfinite(P);
+        long bad = first_nonfinite(P) + (long)P->base; /* an entry of the whole store */
         const char *slice = "?";
         for (size_t s = 0; s < P->nslices; s++)
             if ((size_t)bad >= P->slices[s].offset && (size_t)bad < P->slices[s].offset + P->slices[s].size)

@@ -97,6 +97,11 @@ int nf_trainer_create(nf_trainer **out, nf_model *model, const nf_train_config *
         nf_trainer_free(t);
         return nf_error(NF_ENOMEM, "out of memory creating the trainer");
     }
+    rc = nf_model_set_stage(model, model->stage);
+    if (rc != NF_OK) {
+        nf_trainer_free(t);
+        return rc;
+    }
     nf_params_copy(t->good_P, model->P, 1);
     nf_params_copy(t->good_S, model->S, 0);
     nf_params_copy(t->best_P, model->P, 0);
@@ -128,6 +133,8 @@ void nf_trainer_free(nf_trainer *t)
     nf_params_free(t->good_P);
     nf_params_free(t->good_S);
     history_free(&t->hist);
+    for (int k = 0; k < t->n_done; k++) history_free(&t->done[k]);
+    free(t->done);
     free(t);
 }
 
@@ -160,13 +167,54 @@ static long total_steps(const nf_trainer *t)
     return total;
 }
 
-int nf_trainer_finished(const nf_trainer *t)
+/* The current stage has reached a limit. */
+static int stage_finished(const nf_trainer *t)
 {
     if (t->cfg.epochs > 0 && t->n && t->epoch >= t->cfg.epochs) return 1;
     if (t->cfg.max_steps > 0 && t->step >= t->cfg.max_steps) return 1;
     if (t->cfg.max_seconds > 0 && t->seconds >= t->cfg.max_seconds) return 1;
     if (t->cfg.patience > 0 && t->nv && t->bad_evals >= t->cfg.patience) return 1;
     return 0;
+}
+
+int nf_trainer_finished(const nf_trainer *t)
+{
+    return stage_finished(t) && t->model->stage >= nf_model_stages(t->model) - 1;
+}
+
+/* The current stage is done: keep its best parameters, file its history, and start the next
+ * stage with a fresh optimizer. */
+static int next_stage(nf_trainer *t)
+{
+    nf_model *m = t->model;
+    if (t->nv && t->best_step >= 0) {
+        nf_params_copy(m->P, t->best_P, 0);
+        nf_params_copy(m->S, t->best_S, 0);
+    }
+    nf_history *d = realloc(t->done, (size_t)(t->n_done + 1) * sizeof *d);
+    if (!d) return nf_error(NF_ENOMEM, "out of memory keeping the history of stage %d", m->stage);
+    t->done = d;
+    t->done[t->n_done++] = t->hist;
+    memset(&t->hist, 0, sizeof t->hist);
+    NF_TRY(nf_model_set_stage(m, m->stage + 1));
+    t->step = 0;
+    t->epoch = 0;
+    t->pos = 0;
+    t->best_val = -INFINITY;
+    t->best_step = -1;
+    t->bad_evals = t->failures = 0;
+    t->lr_scale = 1.0;
+    t->seconds = 0;
+    t->acc_ll = 0;
+    t->acc_steps = 0;
+    t->cfg.optim.t = 0;
+    memset(m->P->m, 0, m->P->n * sizeof(nf_real));
+    memset(m->P->v, 0, m->P->n * sizeof(nf_real));
+    nf_params_copy(t->good_P, m->P, 1);
+    nf_params_copy(t->good_S, m->S, 0);
+    nf_params_copy(t->best_P, m->P, 0);
+    nf_params_copy(t->best_S, m->S, 0);
+    return NF_OK;
 }
 
 int nf_evaluate(nf_flow *flow, const nf_real *x, const nf_real *ctx, size_t n, int batch, double *mean,
@@ -278,8 +326,9 @@ static int step_once(nf_trainer *t, double *ll, double *lr_used)
     double lr = nf_schedule_lr(&t->cfg.schedule, (long)t->cfg.optim.t) * t->lr_scale;
     *lr_used = lr;
     int diverged = rc == NF_ENONFINITE || (rc == NF_OK && !isfinite(nll));
+    nf_params tp = nf_model_trainable(f); /* the whole store, or the entries this stage trains */
     if (rc == NF_OK && !diverged) {
-        double norm = nf_clip_grad_norm(f->P, t->cfg.clip);
+        double norm = nf_clip_grad_norm(&tp, t->cfg.clip);
         if (!isfinite(norm)) diverged = 1;
         else {
             /* These parameters just gave a finite loss and gradient: a known-good snapshot. */
@@ -287,7 +336,7 @@ static int step_once(nf_trainer *t, double *ll, double *lr_used)
                 nf_params_copy(t->good_P, f->P, 1);
                 nf_params_copy(t->good_S, f->S, 0);
             }
-            rc = nf_optim_step(&t->cfg.optim, f->P, lr);
+            rc = nf_optim_step(&t->cfg.optim, &tp, lr);
         }
         if (rc == NF_ENONFINITE) diverged = 1, rc = NF_OK;
     }
@@ -361,6 +410,13 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
         if (hooks->stop && *hooks->stop) {
             snprintf(t->stop_reason, sizeof t->stop_reason, "stopped on request");
             break;
+        }
+        if (stage_finished(t)) {
+            if ((rc = next_stage(t)) != NF_OK) break;
+            started = now_seconds(), base_seconds = 0, start_step = 0, recent = 0;
+            total = total_steps(t);
+            if (hooks->checkpoint && (rc = hooks->checkpoint(hooks->user, t)) != NF_OK) break;
+            continue;
         }
         if (t->n && t->pos == 0) new_epoch_order(t);
         memset(&p, 0, sizeof p);
@@ -505,7 +561,19 @@ int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *g)
     NF_TRY(nf_params_save(t->good_S, f, path, 0));
     snprintf(path, sizeof path, "%s/history", g);
     NF_TRY(nf_h5_group(f, path));
-    return save_history(&t->hist, f, path);
+    NF_TRY(save_history(&t->hist, f, path));
+    /* a model trained in stages: which one this is, and the histories of those done */
+    if (nf_model_stages(t->model) > 1) {
+        NF_TRY(nf_h5_attr_set_double(f, g, "stage", t->model->stage));
+        NF_TRY(nf_h5_attr_set_string(f, g, "stage_name", nf_model_stage_name(t->model, t->model->stage)));
+        for (int k = 0; k < t->n_done; k++) {
+            snprintf(path, sizeof path, "%s/stages/%d", g, k);
+            NF_TRY(nf_h5_group(f, path));
+            NF_TRY(nf_h5_attr_set_string(f, path, "name", nf_model_stage_name(t->model, k)));
+            NF_TRY(save_history(&t->done[k], f, path));
+        }
+    }
+    return NF_OK;
 }
 
 /* A checkpoint number that must be an integer in [lo, hi]. */
@@ -596,6 +664,24 @@ int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *g)
     NF_TRY(nf_params_load(t->good_S, f, path, 0));
     snprintf(path, sizeof path, "%s/history", g);
     NF_TRY(load_history(&t->hist, f, path));
+    int stages = nf_model_stages(t->model);
+    double stage = 0;
+    if (nf_h5_attr_exists(f, g, "stage")) NF_TRY(nf_h5_attr_get_double(f, g, "stage", &stage));
+    NF_TRY(checked_count(f, g, "stage", stage, 0, stages - 1));
+    for (int k = 0; k < t->n_done; k++) history_free(&t->done[k]);
+    free(t->done);
+    t->done = NULL;
+    t->n_done = 0;
+    if (stage > 0) {
+        t->done = calloc((size_t)stage, sizeof *t->done);
+        if (!t->done) return nf_error(NF_ENOMEM, "out of memory loading the stage histories");
+        for (int k = 0; k < (int)stage; k++) {
+            snprintf(path, sizeof path, "%s/stages/%d", g, k);
+            NF_TRY(load_history(&t->done[k], f, path));
+            t->n_done = k + 1;
+        }
+    }
+    NF_TRY(nf_model_set_stage(t->model, (int)stage));
     t->step = (long)v[0];
     t->epoch = (int)v[1];
     t->pos = (size_t)v[2];

@@ -104,6 +104,8 @@ struct nf_trainer {
     nf_params *best_P, *best_S;   /* best validation parameters */
     nf_params *good_P, *good_S;   /* last known-good parameters (with optimizer moments) */
     nf_history hist;
+    int n_done;               /* a model trained in stages: stages completed before this one */
+    nf_history *done;         /* (n_done) their histories */
     /* not saved */
     double acc_ll;            /* sum of batch mean -losses since the last history entry */
     long acc_steps;
@@ -124,7 +126,11 @@ int nf_trainer_step(nf_trainer *t, double *metric, int *evaluated);
 /* Train until a limit, early stopping, a stop request or an error.  Restores the best validation
  * parameters before returning (when there is a validation set).  t->stop_reason says why it ended. */
 int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks);
-/* 1 if the run has reached a limit (epochs, steps, time, patience) and would do nothing more. */
+/* 1 if the run has reached a limit (epochs, steps, time, patience) in its last stage and would do
+ * nothing more.  A model trained in stages (nf_model_stages > 1) runs its stages in order under the
+ * same settings, each to its own limit: at a stage's end the best validation parameters of that
+ * stage are kept, its history is filed (t->done), the model switches to the next stage and the
+ * optimizer starts afresh (step 0, zero moments), and the checkpoint hook is called. */
 int nf_trainer_finished(const nf_trainer *t);
 
 /* Write / read the resumable state under `group` (the model's parameters are saved separately).
