@@ -71,6 +71,8 @@ static const char *const FIT_HELP =
     "  --threads N           threads                                      [all cores]\n"
     "  --checkpoint-every N  write the model file every N steps           [500]\n"
     "  --dataset PATH        dataset holding the samples                  [/x]\n"
+    "  --stream              read the training rows from DATA.h5 batch by batch instead of loading\n"
+    "                        them (data larger than memory; the same model as without, slower steps)\n"
     "  --quiet               no progress output\n"
     "\n"
     "examples:\n"
@@ -163,6 +165,7 @@ static int checkpoint(void *user, nf_trainer *t)
 typedef struct fit_args {
     const char *data, *out, *flow, *val, *dataset, *resume, *target;
     long eval_draws;
+    int stream;
     nf_preset_knobs knobs;
     int standardize, quiet, threads;
     double val_frac;
@@ -222,6 +225,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
         {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
         {.name = "--quiet", .alias = "-q", .kind = FLAG_BOOL, .dst = &a->quiet},
         {.name = "--no-standardize", .kind = FLAG_BOOL, .dst = &no_standardize},
+        {.name = "--stream", .kind = FLAG_BOOL, .dst = &a->stream},
         {0},
     };
     const char *pos[2];
@@ -386,6 +390,7 @@ int nf_cmd_fit(int argc, char **argv)
             a.dataset = ctx.meta.data_dataset[0] ? ctx.meta.data_dataset : "/x";
             a.val = ctx.meta.val_path[0] ? ctx.meta.val_path : NULL;
             a.val_frac = ctx.meta.val_frac;
+            a.stream = ctx.meta.stream;
         } else {
             a.data = NULL;
         }
@@ -395,7 +400,9 @@ int nf_cmd_fit(int argc, char **argv)
     }
     if (a.data) {
         size_t dim = model ? (size_t)model->flow->dim : 0, cdim = model ? (size_t)model->ctx_dim : 0;
-        if ((rc = nf_source_rows_load(&all, a.data, a.dataset, dim, cdim, !model)) != NF_OK) goto fail;
+        rc = a.stream ? nf_source_rows_open(&all, a.data, a.dataset, dim, cdim, !model)
+                      : nf_source_rows_load(&all, a.data, a.dataset, dim, cdim, !model);
+        if (rc != NF_OK) goto fail;
         nf_source_rows_drop_logp_true(all); /* true log-densities are for nf eval; training does not need them */
         if (a.val) {
             train = all;
@@ -420,6 +427,7 @@ int nf_cmd_fit(int argc, char **argv)
             snprintf(ctx.meta.data_dataset, sizeof ctx.meta.data_dataset, "%s", a.dataset);
             snprintf(ctx.meta.val_path, sizeof ctx.meta.val_path, "%s", a.val ? a.val : "");
             ctx.meta.val_frac = a.val ? 0 : a.val_frac;
+            ctx.meta.stream = a.stream;
         } else {
             a.cfg.eval_items = a.eval_draws;
         }

@@ -112,12 +112,21 @@ int nf_source_split(nf_source *s, double frac, uint64_t seed, nf_source **first,
     size_t *perm = malloc(s->n * sizeof *perm);
     nf_rng *r = nf_rng_alloc(seed, 0x73706c74);
     int rc = perm && r ? NF_OK : nf_error(NF_ENOMEM, "out of memory splitting %zu items", s->n);
-    if (rc == NF_OK) {
-        nf_rng_permutation(r, perm, s->n);
-        rc = s->type->reorder(s, perm);
-    }
-    free(perm);
+    if (rc == NF_OK) nf_rng_permutation(r, perm, s->n);
     nf_rng_free(r);
+    if (rc == NF_OK && (!s->type->reorder || !s->type->range)) {
+        /* the items stay where they are: two index views of the shuffled order */
+        if (nf > 0) rc = nf_source_subset(s, perm, nf, first);
+        if (rc == NF_OK) rc = nf_source_subset(s, perm + nf, s->n - nf, rest);
+        free(perm);
+        if (rc != NF_OK) {
+            nf_source_free(*first);
+            *first = NULL;
+        }
+        return rc;
+    }
+    if (rc == NF_OK) rc = s->type->reorder(s, perm);
+    free(perm);
     if (rc == NF_OK && nf > 0) rc = s->type->range(s, 0, nf, first);
     if (rc == NF_OK) rc = s->type->range(s, nf, s->n - nf, rest);
     if (rc != NF_OK) {
@@ -125,6 +134,88 @@ int nf_source_split(nf_source *s, double frac, uint64_t seed, nf_source **first,
         *first = NULL;
     }
     return rc;
+}
+
+/* ---- index views ------------------------------------------------------------------------------- */
+
+typedef struct {
+    const nf_source *parent;
+    size_t *idx;      /* (n) items of the parent */
+    size_t *map;      /* (cap) a batch's indices in the parent */
+    size_t cap;
+} subset_state;
+
+static int subset_fetch(const nf_source *s, const size_t *idx, int n, nf_batch *b)
+{
+    subset_state *st = s->state;
+    if ((size_t)n > st->cap) {
+        size_t *m = realloc(st->map, (size_t)n * sizeof *m);
+        if (!m) return nf_error(NF_ENOMEM, "out of memory for a batch of %d", n);
+        st->map = m;
+        st->cap = (size_t)n;
+    }
+    for (int i = 0; i < n; i++) st->map[i] = st->idx[idx[i]];
+    NF_TRY(st->parent->type->fetch(st->parent, st->map, n, b));
+    memcpy(b->idx, idx, (size_t)n * sizeof *idx);
+    return NF_OK;
+}
+
+/* Reordering a view reorders its index list: item i becomes item perm[i]. */
+static int subset_reorder(nf_source *s, size_t *perm)
+{
+    subset_state *st = s->state;
+    size_t *next = malloc((s->n ? s->n : 1) * sizeof *next);
+    if (!next) return nf_error(NF_ENOMEM, "out of memory reordering %zu items", s->n);
+    for (size_t i = 0; i < s->n; i++) next[i] = st->idx[perm[i]];
+    free(st->idx);
+    st->idx = next;
+    return NF_OK;
+}
+
+static int subset_range(const nf_source *s, size_t first, size_t n, nf_source **out)
+{
+    const subset_state *st = s->state;
+    if (first + n > s->n) return nf_error(NF_EINVAL, "%s: items %zu..%zu do not exist", s->name, first, first + n);
+    return nf_source_subset(st->parent, st->idx + first, n, out);
+}
+
+static void subset_destroy(nf_source *s)
+{
+    subset_state *st = s->state;
+    if (st) free(st->idx), free(st->map);
+    free(st);
+    s->state = NULL;
+}
+
+#define SUBSET_TYPE(k) \
+    {.kind = k, .fetch = subset_fetch, .reorder = subset_reorder, .range = subset_range, .destroy = subset_destroy}
+static const nf_source_type subset_types[] = {SUBSET_TYPE("rows"), SUBSET_TYPE("sequences")};
+#undef SUBSET_TYPE
+
+int nf_source_subset(const nf_source *s, const size_t *idx, size_t n, nf_source **out)
+{
+    *out = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (idx[i] >= s->n) return nf_error(NF_EINVAL, "%s: item %zu of a subset does not exist (%zu items)", s->name,
+                                            idx[i], s->n);
+    /* the view is of its parent's kind (a model checks the kind of what it trains on) */
+    const nf_source_type *t = NULL;
+    for (size_t i = 0; i < sizeof subset_types / sizeof subset_types[0]; i++)
+        if (!strcmp(subset_types[i].kind, s->type->kind)) t = &subset_types[i];
+    if (!t) return nf_error(NF_EINVAL, "%s: no index views of %s sources", s->name, s->type->kind);
+    nf_source *v = nf_calloc(1, sizeof *v, "a data source view");
+    subset_state *st = nf_calloc(1, sizeof *st, "a data source view");
+    size_t *copy = malloc((n ? n : 1) * sizeof *copy);
+    if (!v || !st || !copy) {
+        free(v), free(st), free(copy);
+        return nf_error(NF_ENOMEM, "out of memory for a view of %zu items", n);
+    }
+    memcpy(copy, idx, n * sizeof *copy);
+    *st = (subset_state){.parent = s, .idx = copy};
+    *v = (nf_source){.type = t, .n = n, .dim = s->dim, .ctx_dim = s->ctx_dim, .num_marks = s->num_marks, .state = st};
+    snprintf(v->name, sizeof v->name, "%s", s->name);
+    *out = v;
+    return NF_OK;
 }
 
 /* ---- rows -------------------------------------------------------------------------------------- */

@@ -61,9 +61,10 @@ struct nf_source_type {
     /* Fill b with the items idx[0..n-1] (each < s->n); b->idx receives a copy of idx. */
     int (*fetch)(const nf_source *s, const size_t *idx, int n, nf_batch *b);
     /* Reorder the items in place: item i becomes the old item perm[i] (perm is a permutation of
-     * 0..n-1, consumed: the call may overwrite it). */
+     * 0..n-1, consumed: the call may overwrite it).  NULL for a source that cannot (rows read
+     * from a file batch by batch): nf_source_split then gives index views (nf_source_subset). */
     int (*reorder)(nf_source *s, size_t *perm);
-    /* A source viewing items [first, first + n) of s (no copy; s must outlive it). */
+    /* A source viewing items [first, first + n) of s (no copy; s must outlive it); NULL with reorder. */
     int (*range)(const nf_source *s, size_t first, size_t n, nf_source **out);
     void (*destroy)(nf_source *s);
 };
@@ -87,8 +88,13 @@ int nf_batch_reserve_events(nf_batch *b, int n, size_t events, int with_marks);
 
 /* Seeded split: the items are shuffled in place (nf_rng_permutation of a stream seeded by seed),
  * then *first views the first round-down(frac * n) items (at least one when frac > 0 and n >= 2)
- * and *rest the others.  frac 0 gives *first = NULL.  NF_EDATA if no item is left for *rest. */
+ * and *rest the others.  frac 0 gives *first = NULL.  NF_EDATA if no item is left for *rest.
+ * A source that cannot reorder keeps its order, and the two parts are index views of it
+ * (nf_source_subset) holding the same shuffled items. */
 int nf_source_split(nf_source *s, double frac, uint64_t seed, nf_source **first, nf_source **rest);
+/* A view of the items idx[0..n-1] of s (indices copied; s must outlive it): item i of the view is
+ * item idx[i] of s.  Batches fetched from it carry the view's own indices. */
+int nf_source_subset(const nf_source *s, const size_t *idx, size_t n, nf_source **out);
 
 /* ---- rows -------------------------------------------------------------------------------------- */
 
@@ -110,5 +116,10 @@ typedef struct nf_rows {
 nf_rows nf_source_rows(const nf_source *s);
 /* Drop the true log-densities of a loaded rows source (training does not need them). */
 void nf_source_rows_drop_logp_true(nf_source *s);
+/* Rows read from the file batch by batch instead of loaded (data larger than memory): the same
+ * checks of the file's shape on opening, and each fetched row checked for non-finite values.
+ * nf_source_rows() gives NULL arrays for it.  (datasets/source_stream.c) */
+int nf_source_rows_open(nf_source **s, const char *path, const char *dataset, size_t expect_d, size_t expect_c,
+                        int want_ctx);
 
 #endif

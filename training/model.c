@@ -207,10 +207,26 @@ static int density_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *val
 /* Data-dependent layers (standardize, ActNorm) see at most the first 100,000 training rows. */
 static int density_init_data(nf_model *m, const nf_source *train)
 {
-    nf_rows r = nf_source_rows(train);
-    if (!r.x) return nf_error(NF_EINVAL, "%s: a density model initialises from rows", train->name);
     int n = (int)(train->n < 100000 ? train->n : 100000);
-    return nf_flow_init_data(m->flow, r.x, m->flow->ctx_dim ? r.ctx : NULL, n);
+    nf_rows r = nf_source_rows(train);
+    if (r.x) return nf_flow_init_data(m->flow, r.x, m->flow->ctx_dim ? r.ctx : NULL, n);
+    /* rows that are not in memory (read from the file, or an index view): fetch the first n */
+    int D = train->dim, C = m->flow->ctx_dim;
+    nf_real *x = malloc((size_t)n * D * sizeof *x), *c = C ? malloc((size_t)n * C * sizeof *c) : NULL;
+    size_t *idx = malloc(4096 * sizeof *idx);
+    nf_batch b = {0};
+    int rc = x && idx && (!C || c) ? NF_OK : nf_error(NF_ENOMEM, "out of memory initialising from %d rows", n);
+    for (int at = 0; rc == NF_OK && at < n; at += 4096) {
+        int k = n - at < 4096 ? n - at : 4096;
+        for (int i = 0; i < k; i++) idx[i] = (size_t)(at + i);
+        rc = nf_source_fetch(train, idx, k, &b);
+        if (rc == NF_OK) memcpy(x + (size_t)at * D, b.x, (size_t)k * D * sizeof *x);
+        if (rc == NF_OK && C) memcpy(c + (size_t)at * C, b.ctx, (size_t)k * C * sizeof *c);
+    }
+    if (rc == NF_OK) rc = nf_flow_init_data(m->flow, x, c, n);
+    nf_batch_free(&b);
+    free(x), free(c), free(idx);
+    return rc;
 }
 
 static void density_set_training(nf_model *m, int training) { nf_flow_set_training(m->flow, training); }

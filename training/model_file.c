@@ -62,6 +62,7 @@ int nf_model_save(const char *path, const nf_model *m, const nf_model_meta *meta
         if (rc == NF_OK) rc = nf_h5_attr_set_double(f, "/data", "val_frac", meta->val_frac);
         if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/data", "n_train", meta->n_train);
         if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/data", "n_val", meta->n_val);
+        if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/data", "stream", meta->stream);
         if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/model", "preset", meta->preset);
     }
     if (rc == NF_OK && t) {
@@ -107,6 +108,8 @@ static void read_meta(nf_h5 *f, nf_model_meta *meta)
         nf_h5_attr_get_double(f, "/data", "val_frac", &meta->val_frac);
         if (nf_h5_attr_get_int64(f, "/data", "n_train", &v) == NF_OK) meta->n_train = v;
         if (nf_h5_attr_get_int64(f, "/data", "n_val", &v) == NF_OK) meta->n_val = v;
+        if (nf_h5_attr_exists(f, "/data", "stream") && nf_h5_attr_get_int64(f, "/data", "stream", &v) == NF_OK)
+            meta->stream = v != 0;
         if (nf_h5_attr_exists(f, "/model", "preset"))
             nf_h5_attr_get_string(f, "/model", "preset", meta->preset, sizeof meta->preset);
     }

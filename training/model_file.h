@@ -23,6 +23,7 @@ typedef struct nf_model_meta {
     double val_frac;          /* held-out fraction when val_path is "" */
     long n_train, n_val;
     char preset[64];          /* preset name if the spec came from one, else "" */
+    int stream;               /* 1: training rows were read from the file batch by batch */
 } nf_model_meta;
 
 /* Write the model (+ trainer state and config when t is not NULL) to path atomically. */

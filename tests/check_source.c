@@ -1,0 +1,197 @@
+/* tests/check_source.c - data sources (datasets/source.h): rows loaded and rows streamed from the
+ * file give the same batches, the seeded split holds the same items either way, views and index
+ * views map their items, wrapped arrays are never written, and bad requests and bad rows are named. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/h5.h"
+#include "core/rng.h"
+#include "datasets/source.h"
+
+enum { N = 1003, D = 3, C = 2 };
+static char dir[64], path[128];
+
+/* A file with /x (N, D) and /context (N, C) of unremarkable values; one NaN if bad_row >= 0. */
+static void write_file(int bad_row, const char *bad_set)
+{
+    snprintf(dir, sizeof dir, "/tmp/nf_source_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/rows.h5", dir);
+    double *x = malloc(N * D * sizeof *x), *c = malloc(N * C * sizeof *c);
+    for (int i = 0; i < N * D; i++) x[i] = 2.385 * sin(0.37 * i) + 0.01 * i;
+    for (int i = 0; i < N * C; i++) c[i] = cos(0.91 * i) - 0.5;
+    if (bad_row >= 0) (!strcmp(bad_set, "/x") ? x : c)[bad_row * (!strcmp(bad_set, "/x") ? D : C) + 1] = NAN;
+    nf_h5 *f;
+    ck_assert_int_eq(nf_h5_create(&f, path, "nf-data", 1), NF_OK);
+    ck_assert_int_eq(nf_h5_write_double(f, "/x", x, N, D), NF_OK);
+    ck_assert_int_eq(nf_h5_write_double(f, "/context", c, N, C), NF_OK);
+    ck_assert_int_eq(nf_h5_commit(f), NF_OK);
+    free(x);
+    free(c);
+}
+
+static void remove_file(void)
+{
+    unlink(path);
+    rmdir(dir);
+}
+
+static void same_batch(const nf_batch *a, const nf_batch *b)
+{
+    ck_assert_int_eq(a->n, b->n);
+    ck_assert_int_eq(a->dim, b->dim);
+    ck_assert_int_eq(a->ctx_dim, b->ctx_dim);
+    ck_assert(memcmp(a->idx, b->idx, (size_t)a->n * sizeof *a->idx) == 0);
+    ck_assert(memcmp(a->x, b->x, (size_t)a->n * a->dim * sizeof *a->x) == 0);
+    if (a->ctx_dim) ck_assert(memcmp(a->ctx, b->ctx, (size_t)a->n * a->ctx_dim * sizeof *a->ctx) == 0);
+}
+
+/* Loaded and streamed rows: the same rows for any indices, in the order asked. */
+START_TEST(streamed_rows_equal_loaded_rows)
+{
+    write_file(-1, NULL);
+    nf_source *l, *s;
+    ck_assert_int_eq(nf_source_rows_load(&l, path, "/x", 0, 0, 1), NF_OK);
+    ck_assert_msg(nf_source_rows_open(&s, path, "/x", 0, 0, 1) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_int_eq(s->n, N);
+    ck_assert_int_eq(s->dim, D);
+    ck_assert_int_eq(s->ctx_dim, C);
+    ck_assert_ptr_null(nf_source_rows(s).x);
+    size_t idx[300];
+    nf_rng *r = nf_rng_alloc(7, 0);
+    nf_batch a = {0}, b = {0};
+    for (int rep = 0; rep < 4; rep++) {
+        int n = 50 + 80 * rep;
+        for (int i = 0; i < n; i++) idx[i] = nf_rng_index(r, N);
+        idx[0] = N - 1, idx[1] = 0, idx[2] = idx[3]; /* the ends, and a repeat */
+        ck_assert_int_eq(nf_source_fetch(l, idx, n, &a), NF_OK);
+        ck_assert_int_eq(nf_source_fetch(s, idx, n, &b), NF_OK);
+        same_batch(&a, &b);
+    }
+    idx[0] = N;
+    ck_assert_int_eq(nf_source_fetch(s, idx, 1, &b), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "rows.h5"));
+    nf_rng_free(r);
+    nf_batch_free(&a);
+    nf_batch_free(&b);
+    nf_source_free(l);
+    nf_source_free(s);
+    remove_file();
+}
+END_TEST
+
+/* The split of loaded rows (reordered in place, range views) and of streamed rows (index views)
+ * holds the same items in the same order, and batches carry the view's own indices. */
+START_TEST(split_holds_the_same_items_either_way)
+{
+    write_file(-1, NULL);
+    nf_source *l, *s, *lv, *lt, *sv, *st;
+    ck_assert_int_eq(nf_source_rows_load(&l, path, "/x", 0, 0, 1), NF_OK);
+    ck_assert_int_eq(nf_source_rows_open(&s, path, "/x", 0, 0, 1), NF_OK);
+    ck_assert_int_eq(nf_source_split(l, 0.15, 2385, &lv, &lt), NF_OK);
+    ck_assert_int_eq(nf_source_split(s, 0.15, 2385, &sv, &st), NF_OK);
+    ck_assert_int_eq(lv->n, 150);
+    ck_assert_int_eq(sv->n, 150);
+    ck_assert_int_eq(lt->n, N - 150);
+    ck_assert_int_eq(st->n, N - 150);
+    ck_assert_str_eq(st->type->kind, "rows");
+    size_t idx[N];
+    for (size_t i = 0; i < N; i++) idx[i] = i;
+    nf_batch a = {0}, b = {0};
+    ck_assert_int_eq(nf_source_fetch(lv, idx, 150, &a), NF_OK);
+    ck_assert_int_eq(nf_source_fetch(sv, idx, 150, &b), NF_OK);
+    same_batch(&a, &b);
+    ck_assert_int_eq(nf_source_fetch(lt, idx + 7, N - 150 - 7, &a), NF_OK);
+    ck_assert_int_eq(nf_source_fetch(st, idx + 7, N - 150 - 7, &b), NF_OK);
+    same_batch(&a, &b);
+    ck_assert_int_eq(b.idx[0], 7); /* the view's index, not the file's row */
+    /* a split of an index view again splits alike */
+    nf_source *a1, *a2, *b1, *b2;
+    ck_assert_int_eq(nf_source_split(lt, 0.5, 9, &a1, &a2), NF_OK);
+    ck_assert_int_eq(nf_source_split(st, 0.5, 9, &b1, &b2), NF_OK);
+    ck_assert_int_eq(nf_source_fetch(a2, idx, (int)a2->n, &a), NF_OK);
+    ck_assert_int_eq(nf_source_fetch(b2, idx, (int)b2->n, &b), NF_OK);
+    same_batch(&a, &b);
+    nf_source *srcs[] = {a1, a2, b1, b2, lv, lt, sv, st, l, s};
+    for (int i = 0; i < 10; i++) nf_source_free(srcs[i]);
+    nf_batch_free(&a);
+    nf_batch_free(&b);
+    remove_file();
+}
+END_TEST
+
+/* Wrapped arrays are the caller's: a split reorders a copy and leaves them as they were. */
+START_TEST(wrapped_arrays_are_never_written)
+{
+    nf_real x[40], keep[40];
+    for (int i = 0; i < 40; i++) keep[i] = x[i] = (nf_real)(0.25 * i - 2.385);
+    nf_source *w, *v, *t;
+    ck_assert_int_eq(nf_source_rows_wrap(&w, x, NULL, 20, 2, 0), NF_OK);
+    ck_assert_int_eq(nf_source_split(w, 0.25, 3, &v, &t), NF_OK);
+    ck_assert(memcmp(x, keep, sizeof x) == 0);
+    size_t idx[15];
+    for (int i = 0; i < 15; i++) idx[i] = (size_t)i;
+    nf_batch b = {0};
+    ck_assert_int_eq(nf_source_fetch(t, idx, 15, &b), NF_OK);
+    double sum = 0, all = 0; /* the 15 + 5 rows are the 20 rows, shuffled */
+    for (int i = 0; i < 30; i++) sum += b.x[i];
+    ck_assert_int_eq(nf_source_fetch(v, idx, 5, &b), NF_OK);
+    for (int i = 0; i < 10; i++) sum += b.x[i];
+    for (int i = 0; i < 40; i++) all += x[i];
+    ck_assert(fabs(sum - all) < 1e-4);
+    nf_batch_free(&b);
+    nf_source_free(v);
+    nf_source_free(t);
+    nf_source_free(w);
+}
+END_TEST
+
+/* A NaN is named when its row is read: in /x or in /context. */
+START_TEST(streamed_bad_rows_are_named)
+{
+    const char *sets[] = {"/x", "/context"};
+    for (int k = 0; k < 2; k++) {
+        write_file(613, sets[k]);
+        nf_source *s;
+        ck_assert_int_eq(nf_source_rows_open(&s, path, "/x", 0, 0, 1), NF_OK);
+        size_t idx[3] = {5, 613, 9};
+        nf_batch b = {0};
+        ck_assert_int_eq(nf_source_fetch(s, idx, 2, &b), NF_EDATA);
+        const char *m = nf_strerror_last();
+        ck_assert_msg(strstr(m, "row 613") && strstr(m, "column 1") && strstr(m, k ? "/context" : "data"), "%s", m);
+        idx[1] = 612;
+        ck_assert_int_eq(nf_source_fetch(s, idx, 3, &b), NF_OK);
+        nf_batch_free(&b);
+        nf_source_free(s);
+        remove_file();
+    }
+    write_file(-1, NULL);
+    nf_source *s;
+    ck_assert_int_eq(nf_source_rows_open(&s, path, "/x", 4, 0, 0), NF_EDATA);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "expected 4"));
+    ck_assert_int_eq(nf_source_rows_open(&s, path, "/nope", 0, 0, 0), NF_EFORMAT);
+    ck_assert_int_eq(nf_source_rows_open(&s, path, "/x", 0, 5, 1), NF_EDATA);
+    remove_file();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("source");
+    TCase *tc = tcase_create("source");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, streamed_rows_equal_loaded_rows);
+    tcase_add_test(tc, split_holds_the_same_items_either_way);
+    tcase_add_test(tc, wrapped_arrays_are_never_written);
+    tcase_add_test(tc, streamed_bad_rows_are_named);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
