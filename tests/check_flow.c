@@ -323,12 +323,59 @@ START_TEST(nll_step_is_mean_negative_log_prob)
 }
 END_TEST
 
+/* Two flows built into one model's store under prefixes: their slices are named by prefix, each
+ * computes what the same flow with its own store computes, and each one's backward accumulates into
+ * its own entries of the shared gradient only. */
+START_TEST(flows_share_one_store)
+{
+    const char *spec_a = "affine-coupling(hidden=8), permute(order=reverse), affine-coupling(hidden=8)";
+    const char *spec_b = "maf(hidden=8); base=diag-normal";
+    nf_params *P = nf_params_alloc(), *S = nf_params_alloc();
+    nf_flow *a, *b, *a1, *b1;
+    ck_assert_int_eq(nf_flow_build(&a, spec_a, 3, 0, 11, P, S, "target."), NF_OK);
+    ck_assert_int_eq(nf_flow_build(&b, spec_b, 3, 2, 12, P, S, "nuisance."), NF_OK);
+    ck_assert_int_eq(nf_flow_create(&a1, spec_a, 3, 0, 11), NF_OK);
+    ck_assert_int_eq(nf_flow_create(&b1, spec_b, 3, 2, 12), NF_OK);
+    ck_assert_int_eq(P->n, a1->P->n + b1->P->n);
+    ck_assert_ptr_nonnull(nf_params_find(P, "target.b0.affine-coupling.net.fc0.weight"));
+    ck_assert_ptr_nonnull(nf_params_find(P, "nuisance.base.mean"));
+    for (size_t i = 0; i < P->nslices; i++)
+        ck_assert_msg(!strncmp(P->slices[i].name, "target.", 7) || !strncmp(P->slices[i].name, "nuisance.", 9),
+                      "slice %s has no component prefix", P->slices[i].name);
+    nf_real x[5 * 3], ctx[5 * 2], la[5], lb[5];
+    nf_test_fill_normal(x, 15, 1.2, 3);
+    nf_test_fill_normal(ctx, 10, 0.7, 4);
+    ck_assert_int_eq(nf_flow_log_prob(a, la, x, NULL, NULL, 5), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(a1, lb, x, NULL, NULL, 5), NF_OK);
+    ck_assert(memcmp(la, lb, sizeof la) == 0);
+    ck_assert_int_eq(nf_flow_log_prob(b, la, x, ctx, NULL, 5), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(b1, lb, x, ctx, NULL, 5), NF_OK);
+    ck_assert(memcmp(la, lb, sizeof la) == 0);
+    double nll, nll1;
+    nf_params_zero_grad(P);
+    nf_params_zero_grad(b1->P);
+    ck_assert_int_eq(nf_flow_nll_step(b, x, ctx, NULL, 5, &nll), NF_OK);
+    ck_assert_int_eq(nf_flow_nll_step(b1, x, ctx, NULL, 5, &nll1), NF_OK);
+    ck_assert(nll == nll1);
+    for (size_t i = 0; i < a1->P->n; i++) ck_assert(P->grad[i] == 0); /* the other component's entries */
+    ck_assert(memcmp(P->grad + a1->P->n, b1->P->grad, b1->P->n * sizeof(nf_real)) == 0);
+    nf_flow_free(a);
+    nf_flow_free(b); /* the store is the model's: still there */
+    ck_assert_int_eq(P->n, a1->P->n + b1->P->n);
+    nf_flow_free(a1);
+    nf_flow_free(b1);
+    nf_params_free(P);
+    nf_params_free(S);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("flow");
     TCase *tc = tcase_create("flow");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, spec_errors_point_at_the_bad_part);
+    tcase_add_test(tc, flows_share_one_store);
     tcase_add_test(tc, repeat_expands);
     tcase_add_test(tc, every_preset_builds_and_runs);
     tcase_add_test(tc, change_of_variables_by_hand);

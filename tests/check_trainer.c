@@ -649,6 +649,11 @@ START_TEST(training_in_stages)
                   "resumed (%g, %g) differs from uninterrupted (%g, %g)", (double)back->P->value[0],
                   (double)back->P->value[1], (double)ref->P->value[0], (double)ref->P->value[1]);
     nf_trainer_free(t);
+    /* a command that works on flows, given this kind, names the kind and the command for it */
+    nf_flow *fl;
+    ck_assert_int_eq(nf_model_load(path, &fl, NULL), NF_EINVAL);
+    ck_assert_msg(strstr(nf_strerror_last(), "'toy-two-stage'") && strstr(nf_strerror_last(), "tests/check_trainer"),
+                  "%s", nf_strerror_last());
     nf_model_free(back);
     nf_model_free(ref);
     nf_source_free(tr);
@@ -657,6 +662,41 @@ START_TEST(training_in_stages)
     free(xv);
     unlink(path);
     rmdir(tmpdir);
+}
+END_TEST
+
+/* A caller can own the loop: nf_trainer_step repeated ends where nf_trainer_run does. */
+START_TEST(public_step_equals_run)
+{
+    size_t n = 500;
+    nf_real *x = make_data(n, 13), *xv = make_data(100, 14);
+    nf_train_config c;
+    base_config(&c);
+    nf_model *a = new_model(x, n), *b = new_model(x, n);
+    nf_trainer *t;
+    ck_assert_int_eq(trainer_on(&t, a, &c, x, n, xv, 100), NF_OK);
+    ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
+    long evals = t->hist.n;
+    free_trainer(t);
+    ck_assert_int_eq(trainer_on(&t, b, &c, x, n, xv, 100), NF_OK);
+    int seen = 0;
+    while (!nf_trainer_finished(t)) {
+        double metric;
+        int evaluated;
+        ck_assert_int_eq(nf_trainer_step(t, &metric, &evaluated), NF_OK);
+        ck_assert(isfinite(metric));
+        seen += evaluated;
+    }
+    ck_assert_int_eq(t->step, 60);
+    ck_assert_int_eq(seen, evals);
+    /* nf_trainer_run also restores the best validation parameters at the end: compare the current */
+    ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK); /* finished: only the restore and hooks */
+    ck_assert(memcmp(a->P->value, b->P->value, a->P->n * sizeof(nf_real)) == 0);
+    free_trainer(t);
+    nf_model_free(a);
+    nf_model_free(b);
+    free(x);
+    free(xv);
 }
 END_TEST
 
@@ -675,6 +715,7 @@ int main(void)
     tcase_add_test(tc, model_kinds_in_files);
     tcase_add_test(tc, variational_learns_and_resumes);
     tcase_add_test(tc, training_in_stages);
+    tcase_add_test(tc, public_step_equals_run);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
