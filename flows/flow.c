@@ -223,6 +223,54 @@ int nf_flow_nll_step(nf_flow *f, const nf_real *x, const nf_real *ctx, const siz
     return nf_flow_backward(f, f->dld, NULL, NULL);
 }
 
+/* Survival of a 1-D flow of increasing maps: S(x) = P(X > x) = P(Z > f(x)) = S_base(f(x)),
+ * so log S(x) = log_survival_base(z) with z = f(x).  Backward: dL/dz from the base's survival
+ * backward, then every bijector's backward with dL/dlogdet = 0 (the log-determinant does not enter). */
+int nf_flow_log_survival(nf_flow *f, nf_real *out, const nf_real *x, const nf_real *ctx, int n)
+{
+    if (n <= 0) return nf_error(NF_EINVAL, "survival of an empty batch (expected at least one sample)");
+    if (f->dim != 1) return nf_error(NF_EINVAL, "survival is defined for 1-D flows (this one has %d dimensions)", f->dim);
+    if (!f->base.type->log_survival)
+        return nf_error(NF_EINVAL, "base %s has no closed-form survival function", f->base.type->name);
+    NF_TRY(reserve(f, n));
+    memcpy(level(f, 0, n), x, (size_t)n * sizeof(nf_real));
+    memset(f->ld, 0, (size_t)n * sizeof(nf_real));
+    for (int i = 0; i < f->nb; i++) {
+        nf_bijector *b = &f->b[i];
+        int rc = b->type->forward(b, level(f, i + 1, n), f->ld, level(f, i, n), ctx, n, f->ws + f->ws_off[i]);
+        if (rc != NF_OK) return nf_error_context(rc, "%s forward", b->name);
+    }
+    NF_TRY(f->base.type->log_survival(&f->base, out, level(f, f->nb, n), ctx, n));
+    f->last_n = n;
+    f->last_dir = 2;
+    f->last_ctx = ctx;
+    f->last_idx = NULL;
+    return check_finite(out, n, "log-survival");
+}
+
+int nf_flow_log_survival_backward(nf_flow *f, const nf_real *dout, nf_real *dx, nf_real *dctx)
+{
+    if (f->last_dir != 2)
+        return nf_error(NF_EINVAL, "nf_flow_log_survival_backward called without a preceding nf_flow_log_survival");
+    int n = f->last_n;
+    memset(f->g, 0, (size_t)n * sizeof(nf_real));
+    memset(f->dld, 0, (size_t)n * sizeof(nf_real));
+    NF_TRY(f->base.type->log_survival_backward(&f->base, f->g, dctx, dout, level(f, f->nb, n), f->last_ctx, n));
+    for (int i = f->nb - 1; i >= 0; i--) {
+        nf_bijector *b = &f->b[i];
+        memset(f->g2, 0, (size_t)n * sizeof(nf_real));
+        int rc = b->type->backward(b, f->g2, dctx, f->g, f->dld, level(f, i, n), level(f, i + 1, n), f->last_ctx, n,
+                                   f->ws + f->ws_off[i]);
+        if (rc != NF_OK) return nf_error_context(rc, "%s backward", b->name);
+        nf_real *t = f->g;
+        f->g = f->g2;
+        f->g2 = t;
+    }
+    if (dx)
+        for (int k = 0; k < n; k++) dx[k] += f->g[k];
+    return NF_OK;
+}
+
 int nf_flow_sample(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *ctx, int n, nf_rng *rng)
 {
     if (n <= 0) return nf_error(NF_EINVAL, "sample of %d samples (expected at least one)", n);

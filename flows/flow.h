@@ -36,7 +36,7 @@ typedef struct nf_flow {
     nf_params *P;          /* trainable */
     nf_params *S;          /* state */
     /* workspace for the last batch (internal) */
-    int cap_n, last_n, last_dir;   /* last_dir: 1 log_prob, -1 sample */
+    int cap_n, last_n, last_dir;   /* last_dir: 1 log_prob, -1 sample, 2 log_survival */
     nf_real *h;            /* (nb + 1, cap_n, dim) activations between bijectors */
     nf_real *g, *g2;       /* (cap_n, dim) gradient ping-pong */
     nf_real *ld;           /* (cap_n) log-determinant sum */
@@ -65,6 +65,12 @@ int nf_flow_last_sweeps(const nf_flow *f);
 int nf_flow_log_prob(nf_flow *f, nf_real *logp, const nf_real *x, const nf_real *ctx, const size_t *idx, int n);
 /* After log_prob: given dlogp = dL/dlogp (n), accumulate P->grad, and dx, dctx if not NULL. */
 int nf_flow_backward(nf_flow *f, const nf_real *dlogp, nf_real *dx, nf_real *dctx);
+/* 1-D flows of increasing maps (the spline, affine and standardising layers; not lu or fftconv):
+ * out[i] = log P(X > x_i | ctx_i) = the base's log-survival at z_i = f(x_i), and its backward
+ * (given dL/dout, accumulate P->grad, dx and dctx when not NULL).  The survival term of a point
+ * process's last open interval.  A base without a closed-form survival is an error. */
+int nf_flow_log_survival(nf_flow *f, nf_real *out, const nf_real *x, const nf_real *ctx, int n);
+int nf_flow_log_survival_backward(nf_flow *f, const nf_real *dout, nf_real *dx, nf_real *dctx);
 /* Mean negative log-likelihood of the batch and its gradient (accumulated into P->grad). */
 int nf_flow_nll_step(nf_flow *f, const nf_real *x, const nf_real *ctx, const size_t *idx, int n, double *nll);
 /* x (n, dim) samples and logp (n) their log-densities (may be NULL); ctx (n, ctx_dim) or NULL. */
