@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-const nf_model_type *const nf_model_types[] = {&nf_model_density, &nf_model_variational, NULL};
+extern const nf_model_type nf_model_tpp; /* training/model_tpp.h */
+const nf_model_type *const nf_model_types[] = {&nf_model_density, &nf_model_variational, &nf_model_tpp, NULL};
 
 enum { MAX_REGISTERED = 16 };
 static const nf_model_type *registered[MAX_REGISTERED];
