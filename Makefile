@@ -1,6 +1,7 @@
 # nf: normalizing flows in C.  `make` builds libnf.a, libnf.so and nf; `make check` runs every test
-# suite in the float and the double build.  Variants: NF_DOUBLE=1 (double precision), SANITIZE=1
-# (AddressSanitizer + UndefinedBehaviorSanitizer).  Objects live under build/<variant>/.
+# suite in the float and the double build, then the pool's suites under ThreadSanitizer.  Variants:
+# NF_DOUBLE=1 (double precision), SANITIZE=1 (AddressSanitizer + UndefinedBehaviorSanitizer),
+# SANITIZE=thread (ThreadSanitizer).  Objects live under build/<variant>/.
 
 VERSION   := 0.1.0
 PREFIX    ?= /usr/local
@@ -17,10 +18,19 @@ ifeq ($(NF_DOUBLE),1)
   VARIANT := double
   DEFS    += -DNF_DOUBLE=1
 endif
-OPT := -O2 -march=native
+# Portable: the x86-64 baseline (no -march=native), so a binary runs on any x86-64 CPU and under
+# valgrind.  Speed comes from run-time dispatch instead: the AVX-512 matrix kernel is the one file
+# compiled for AVX-512 and runs where cpuid finds it (core/blas.h), and the hot elementwise loops
+# carry AVX2 clones (core/simd.h).  `make OPT="-O2 -march=native"` still builds for this CPU only.
+OPT := -O2
 ifeq ($(SANITIZE),1)
   VARIANT := $(VARIANT)-san
   OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+endif
+# ThreadSanitizer: the worker pool (core/threads.c) and what runs on it; `make check-tsan`.
+ifeq ($(SANITIZE),thread)
+  VARIANT := $(VARIANT)-tsan
+  OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 endif
 B := build/$(VARIANT)
 
@@ -45,8 +55,12 @@ APP_OBJ  := $(APP_SRC:%.c=$(B)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 EX_BIN   := $(EX_SRC:examples/%.c=$(B)/examples/%)
 
-.PHONY: all deps check check-one check-variant install demo bench clean
-all: deps $(B)/libnf.a $(B)/libnf.so $(B)/nf
+.PHONY: all compile deps check check-one check-variant check-tsan tsan-run install demo bench clean
+# deps first, then a fresh make: pkg-config's flags are read when the Makefile is parsed, so a make
+# that installed the packages must not build with what it read before they were there.
+all: deps
+	@$(MAKE) --no-print-directory compile
+compile: $(B)/libnf.a $(B)/libnf.so $(B)/nf
 
 deps:
 	@bash scripts/deps.sh
@@ -54,6 +68,12 @@ deps:
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# The AVX-512 kernel, and only it, is compiled for AVX-512 (x86-64); core/blas.c calls it only on a
+# CPU that has AVX-512.
+ifneq ($(filter x86_64%,$(shell $(CC) -dumpmachine 2>/dev/null)),)
+$(B)/core/blas_avx512.o: CFLAGS += -mavx512f
+endif
 
 $(B)/libnf.a: $(LIB_OBJ)
 	@rm -f $@
@@ -80,6 +100,27 @@ check-variant: $(B)/libnf.a $(B)/nf $(TEST_BIN) $(EX_BIN)
 check: deps
 	@$(MAKE) --no-print-directory check-variant NF_DOUBLE=
 	@$(MAKE) --no-print-directory check-variant NF_DOUBLE=1
+	@$(MAKE) --no-print-directory check-tsan
+	@$(MAKE) --no-print-directory fuzz-smoke
+
+# ThreadSanitizer over the suites that run on the worker pool and OpenMP (build/float-tsan).  With
+# clang: its OpenMP runtime tells the sanitizer about its barriers through the Archer tool, where
+# GCC's libgomp, uninstrumented, would have every OpenMP region reported as a race.  Skipped, with
+# a line saying so, where clang or Archer is missing.
+TSAN_CC     ?= clang
+TSAN_SUITES := check_threads check_blas check_nn check_nn_blocks check_gru check_trainer check_flow
+check-tsan:
+	@archer=$$($(TSAN_CC) -print-resource-dir 2>/dev/null)/../../libarcher.so; \
+	if [ -f "$$archer" ]; then \
+	  $(MAKE) --no-print-directory SANITIZE=thread CC=$(TSAN_CC) NF_DOUBLE= tsan-run TSAN_ARCHER="$$archer"; \
+	else echo "skip  tsan: $(TSAN_CC) with OpenMP's Archer tool is not installed (apt-get install clang libomp-dev)"; fi
+
+tsan-run: $(TSAN_SUITES:%=$(B)/tests/%)
+	@export OMP_TOOL_LIBRARIES=$(TSAN_ARCHER) TSAN_OPTIONS="ignore_noninstrumented_modules=1 die_after_fork=0"; \
+	failed=0; for t in $^; do echo "== $$t (ThreadSanitizer)"; \
+	  if ! $$t 2>&1 | tee $$t.log | grep -v '^Running suite'; then :; fi; \
+	  if grep -q 'WARNING: ThreadSanitizer' $$t.log || ! grep -q '^100%' $$t.log; then failed=$$((failed+1)); echo "FAILED: $$t"; fi; \
+	done; echo "$(B): $(words $^) suites under ThreadSanitizer, $$failed failed"; [ $$failed = 0 ]
 
 # Fast loop while developing: one variant only.
 check-one: deps
@@ -95,16 +136,56 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@DEFS@|$(filter -DNF_DOUBLE%,$(DEFS))|g' \
 	  nf.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/nf.pc
 
-# deps first, then a fresh make: pkg-config's flags are read once the packages are there.
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory compile
 	@bash scripts/demo.sh $(B)/nf
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory compile
 	@bash bench/run.sh
 
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d)
+# ---- fuzzing ------------------------------------------------------------------------------------
+# `make fuzz` builds libFuzzer harnesses (tests/fuzz/fuzz_*.c: CSV, NPY, the flow-spec parser, model
+# files, event sequences) with clang, AddressSanitizer and UndefinedBehaviorSanitizer, against a
+# copy of the library built the same way under build/fuzz/.  `make fuzz-run FUZZ_SECONDS=600` runs
+# each on its seed corpus (tests/fuzz/corpus/) and carries on past crashes, then lists every input
+# that failed and where; `make check` ends with a 3-second run of each (fuzz-smoke) when clang and
+# its libFuzzer are installed.  Results: docs/HARDENING.md.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 600
+FUZZ_B       := build/fuzz
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_B)/%)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_B)/%.o)
+FUZZ_CFLAGS   = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -fopenmp -g -O1 -fno-omit-frame-pointer \
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined -Wno-pass-failed -DNF_NO_CLONES -DNF_VERSION=\"$(VERSION)\" -I. \
+                $(PKG_CFLAGS)
+
+.PHONY: fuzz fuzz-run fuzz-smoke
+fuzz: $(FUZZ_BIN)
+
+$(FUZZ_B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_B)/libnf.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_B)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_B)/libnf.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_B)/libnf.a $(LDLIBS)
+
+fuzz-run: fuzz
+	@bash tests/fuzz/run.sh --keep-going $(FUZZ_SECONDS) $(FUZZ_BIN)
+
+# The short run of `make check`: skipped (with a line saying so) without clang's libFuzzer.
+fuzz-smoke:
+	@if printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
+	    $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory fuzz >/dev/null && bash tests/fuzz/run.sh 3 $(FUZZ_BIN); \
+	else echo "skip  fuzz: $(FUZZ_CC) with libFuzzer is not installed (apt-get install clang)"; fi
+
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(FUZZ_LIB_OBJ:.o=.d)

@@ -1,11 +1,13 @@
 /* apps/cli.c - helpers shared by the subcommands: error lines and strict flag parsing. */
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "apps/commands.h"
+#include "core/blas.h"
 #include "core/error.h"
 
 int cli_fail(const char *cmd)
@@ -60,3 +62,9 @@ int cli_parse_double(const char *cmd, const char *flag, const char *s, double lo
 }
 
 int cli_is_help(const char *s) { return s && (!strcmp(s, "-h") || !strcmp(s, "--help")); }
+
+void cli_set_threads(int threads)
+{
+    if (threads > 0) omp_set_num_threads(threads);
+    nf_blas_set_threads(threads > 0 ? threads : omp_get_max_threads());
+}

@@ -29,7 +29,7 @@ static void make_help_text(char *buf, size_t size)
 {
     snprintf(buf, size,
              "usage: nf data make NAME [-n N] [--seed S] [--dim D] [--components K] [--model-seed S]\n"
-             "                         [--flow PRESET] [--entropy-n M] -o FILE.h5\n"
+             "                         [--flow PRESET] [--entropy-n M] [--threads N] -o FILE.h5\n"
              "       nf data make --list\n\n"
              "Draw N points from a built-in data set and write /x (N x d, float64), /logp_true (N, the\n"
              "true log-density) and attributes generator, seed, n, dim, density, entropy, entropy_stderr.\n\n"
@@ -42,6 +42,7 @@ static void make_help_text(char *buf, size_t size)
              "  --flow PRESET    teacher: flow preset or spec (default %s)\n"
              "  --entropy-n M    points for the entropy estimate: the file's own when N >= M, else an\n"
              "                   independent sample of M (default %d)\n"
+             "  --threads N      threads (default: all cores)\n"
              "  -o FILE.h5       output file (required)\n"
              "  --list           list the data sets, one per line\n\n"
              "examples:\n"
@@ -52,21 +53,31 @@ static void make_help_text(char *buf, size_t size)
 }
 
 static const char *const IMPORT_HELP =
-    "usage: nf data import FILE.csv|FILE.tsv|FILE.txt|FILE.npy [--delimiter C] [--header auto|yes|no]\n"
-    "                      -o FILE.h5\n\n"
+    "usage: nf data import FILE.csv|FILE.tsv|FILE.txt|FILE.npy [--columns LIST | --drop LIST]\n"
+    "                      [--context LIST] [--delimiter C] [--header auto|yes|no] -o FILE.h5\n\n"
     "Convert a CSV table or a NumPy .npy array (1-D or 2-D) into an nf data file: /x (n x d,\n"
     "float64) and /columns (the CSV header, or x0..x{d-1}).  Empty files, ragged rows and\n"
-    "non-finite values are refused, naming the row and column.\n\n"
+    "non-finite values are refused, naming the row and column.  Text columns (a first data row\n"
+    "that is not a number) are left out unless chosen, with a note naming them.\n\n"
+    "  --columns LIST   the data columns, in this order: names or 0-based indices, comma-separated,\n"
+    "                   A-B for a range of indices (default: every numeric column not otherwise used)\n"
+    "  --drop LIST      leave these columns out (instead of --columns)\n"
+    "  --context LIST   categorical columns turned into a one-hot /context (a column kind with\n"
+    "                   values long and short gives context values kind=long and kind=short,\n"
+    "                   named in /context_names), so nf fit learns p(x | kind) and\n"
+    "                   nf sample --context-value kind=long draws one category\n"
     "  --delimiter C    CSV field separator: a character, 'tab' or 'space' (default: detected)\n"
     "  --header H       CSV header line: auto, yes or no (default auto)\n"
     "  -o FILE.h5       output file (required)\n\n"
-    "example:\n"
-    "  nf data import measurements.csv -o data.h5\n";
+    "examples:\n"
+    "  nf data import measurements.csv -o data.h5\n"
+    "  nf data import faithful.csv --columns eruptions,waiting --context kind -o faithful.h5\n";
 
 static const char *const SPLIT_HELP =
     "usage: nf data split FILE.h5 [--val F] [--test F] [--seed S] [-o PREFIX]\n\n"
     "Shuffle the rows of /x (with /logp_true and /context when present) with a seeded\n"
-    "permutation and write PREFIX.train.h5, PREFIX.val.h5 and PREFIX.test.h5.\n\n"
+    "permutation and write PREFIX.train.h5, PREFIX.val.h5 and PREFIX.test.h5 (a part of no\n"
+    "rows, such as --val 0, is not written).\n\n"
     "  --val F          fraction for validation, round(n F) rows (default 0.1)\n"
     "  --test F         fraction for test, round(n F) rows (default 0.1)\n"
     "  --seed S         shuffle seed (default 1)\n"
@@ -133,18 +144,19 @@ static int cmd_make(int argc, char **argv)
 {
     const char *cmd = "data make", *name = NULL, *out = NULL;
     long n = DEFAULT_N, seed = DEFAULT_SEED, model_seed = 0, ent_n = DEFAULT_ENTROPY_N;
-    int list = 0, set_dim = 0, set_k = 0, set_ms = 0, set_flow = 0;
+    int list = 0, set_dim = 0, set_k = 0, set_ms = 0, set_flow = 0, threads = 0;
     nf_dataset_opts o;
     nf_dataset_opts_default(&o);
     const flag_spec flags[] = {
         {.name = "--list", .kind = FLAG_BOOL, .dst = &list},
         {.name = "-n", .kind = FLAG_LONG, .dst = &n, .lo = 1, .hi = 100000000},
-        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = LONG_MAX},
-        {.name = "--model-seed", .kind = FLAG_LONG, .dst = &model_seed, .lo = 0, .hi = LONG_MAX, .seen = &set_ms},
+        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = (double)LONG_MAX},
+        {.name = "--model-seed", .kind = FLAG_LONG, .dst = &model_seed, .lo = 0, .hi = (double)LONG_MAX, .seen = &set_ms},
         {.name = "--dim", .kind = FLAG_INT, .dst = &o.dim, .lo = 1, .hi = 1024, .seen = &set_dim},
         {.name = "--components", .kind = FLAG_INT, .dst = &o.components, .lo = 1, .hi = 1000, .seen = &set_k},
         {.name = "--entropy-n", .kind = FLAG_LONG, .dst = &ent_n, .lo = 2, .hi = 100000000},
         {.name = "--flow", .kind = FLAG_STRING, .dst = &o.flow, .seen = &set_flow},
+        {.name = "--threads", .kind = FLAG_INT, .dst = &threads, .lo = 1, .hi = 4096},
         {.name = "-o", .kind = FLAG_STRING, .dst = &out},
         {0},
     };
@@ -166,6 +178,7 @@ static int cmd_make(int argc, char **argv)
     if (t == &nf_dataset_gmm && set_flow) return cli_usage_error(cmd, "--flow applies to teacher, not gmm");
     if (t == &nf_dataset_teacher && set_k) return cli_usage_error(cmd, "--components applies to gmm, not teacher");
     if (app_check_output(out) != NF_OK) return cli_fail(cmd);
+    cli_set_threads(threads);
 
     nf_dataset *ds = NULL;
     nf_rng *rng = NULL;
@@ -211,7 +224,11 @@ static int cmd_import(int argc, char **argv)
 {
     const char *cmd = "data import", *in = NULL, *out = NULL, *delimiter = NULL;
     int header = 0, set_header = 0;
+    nf_import_select sel = {0};
     const flag_spec flags[] = {
+        {.name = "--columns", .kind = FLAG_STRING, .dst = &sel.columns},
+        {.name = "--drop", .kind = FLAG_STRING, .dst = &sel.drop},
+        {.name = "--context", .kind = FLAG_STRING, .dst = &sel.context},
         {.name = "--delimiter", .kind = FLAG_STRING, .dst = &delimiter},
         {.name = "--header", .kind = FLAG_CHOICE, .dst = &header, .choices = HEADER_CHOICES, .seen = &set_header},
         {.name = "-o", .kind = FLAG_STRING, .dst = &out},
@@ -231,15 +248,17 @@ static int cmd_import(int argc, char **argv)
     int csv_opts = delimiter != NULL || set_header;
     if (!in) return cli_usage_error(cmd, "no input file (expected FILE.csv or FILE.npy)");
     if (!out) return cli_usage_error(cmd, "no output file (expected -o FILE.h5)");
-    if (app_check_output(out) != NF_OK) return cli_fail(cmd);
+    if (app_check_output(out) != NF_OK || app_check_not_input(out, in, "input file") != NF_OK) return cli_fail(cmd);
 
     nf_table tab = {0};
-    int rc = csv_opts ? nf_import_csv(in, &co, &tab) : nf_import_file(in, &tab);
+    int rc = csv_opts ? nf_import_csv_select(in, &co, &sel, &tab) : nf_import_file_select(in, NULL, &sel, &tab);
     if (rc == NF_OK) rc = nf_data_validate_double(in, tab.x, tab.n, tab.d, 0);
     nf_h5 *f = NULL;
     if (rc == NF_OK) rc = nf_h5_create(&f, out, DATA_FORMAT, DATA_VERSION);
     if (rc == NF_OK) rc = nf_h5_write_double(f, "/x", tab.x, tab.n, tab.d);
     if (rc == NF_OK) rc = nf_h5_write_strings(f, "/columns", (const char *const *)tab.names, tab.d);
+    if (rc == NF_OK && tab.c) rc = nf_h5_write_double(f, "/context", tab.ctx, tab.n, tab.c);
+    if (rc == NF_OK && tab.c) rc = nf_h5_write_strings(f, "/context_names", (const char *const *)tab.ctx_names, tab.c);
     if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "generator", "import");
     if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "source", in);
     if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "n", (int64_t)tab.n);
@@ -249,7 +268,16 @@ static int cmd_import(int argc, char **argv)
         if (rc == NF_OK) rc = nf_h5_commit(f);
         else nf_h5_abort(f);
     }
-    if (rc == NF_OK) printf("%s: %zu x %zu from %s\n", out, tab.n, tab.d, in);
+    if (rc == NF_OK) {
+        printf("%s: %zu x %zu from %s", out, tab.n, tab.d, in);
+        if (tab.c) printf(", context of %zu values (%s%s)", tab.c, tab.ctx_names[0], tab.c > 1 ? ", ..." : "");
+        printf("\n");
+        if (tab.n_skipped) {
+            fprintf(stderr, "nf data import: left out %zu text column%s:", tab.n_skipped, tab.n_skipped > 1 ? "s" : "");
+            for (size_t j = 0; j < tab.n_skipped; j++) fprintf(stderr, "%s '%s'", j ? "," : "", tab.skipped[j]);
+            fprintf(stderr, " (a categorical one can be the context: --context %s)\n", tab.skipped[0]);
+        }
+    }
     nf_table_free(&tab);
     return rc == NF_OK ? 0 : cli_fail(cmd);
 }
@@ -259,8 +287,8 @@ static int cmd_import(int argc, char **argv)
 typedef struct split_input {
     double *x, *lp, *ctx;   /* (n, d), (n), (n, c) */
     size_t n, d, c;
-    char **cols;
-    size_t ncols;
+    char **cols, **ctx_names;
+    size_t ncols, nctx_names;
 } split_input;
 
 static void split_input_free(split_input *s)
@@ -269,6 +297,7 @@ static void split_input_free(split_input *s)
     free(s->lp);
     free(s->ctx);
     if (s->cols) nf_h5_strings_free(s->cols, s->ncols);
+    if (s->ctx_names) nf_h5_strings_free(s->ctx_names, s->nctx_names);
 }
 
 static int split_read(const char *in, split_input *s)
@@ -299,6 +328,12 @@ static int split_read(const char *in, split_input *s)
         if (rc == NF_OK && s->ncols != s->d)
             rc = nf_error(NF_EFORMAT, "%s:/columns has %zu names, expected %zu (one per column of /x)", in, s->ncols,
                           s->d);
+    }
+    if (rc == NF_OK && s->ctx && nf_h5_exists(f, "/context_names")) {
+        rc = nf_h5_read_strings(f, "/context_names", &s->ctx_names, &s->nctx_names);
+        if (rc == NF_OK && s->nctx_names != s->c)
+            rc = nf_error(NF_EFORMAT, "%s:/context_names has %zu names, expected %zu (one per column of /context)", in,
+                          s->nctx_names, s->c);
     }
     nf_h5_close(f);
     return rc;
@@ -346,6 +381,7 @@ static int split_write(nf_h5 *f, const char *in, nf_h5 *src, const split_input *
         NF_TRY(nf_h5_write_double(f, "/context", buf, m, s->c));
     }
     if (s->cols) NF_TRY(nf_h5_write_strings(f, "/columns", (const char *const *)s->cols, s->ncols));
+    if (s->ctx_names) NF_TRY(nf_h5_write_strings(f, "/context_names", (const char *const *)s->ctx_names, s->nctx_names));
     if (src) NF_TRY(copy_attrs(src, f));
     NF_TRY(nf_h5_attr_set_int64(f, "/", "n", (int64_t)m));
     NF_TRY(nf_h5_attr_set_int64(f, "/", "dim", (int64_t)s->d));
@@ -363,7 +399,7 @@ static int cmd_split(int argc, char **argv)
     const flag_spec flags[] = {
         {.name = "--val", .kind = FLAG_DOUBLE, .dst = &val, .lo = 0, .hi = 0.999999},
         {.name = "--test", .kind = FLAG_DOUBLE, .dst = &test, .lo = 0, .hi = 0.999999},
-        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = LONG_MAX},
+        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = (double)LONG_MAX},
         {.name = "-o", .kind = FLAG_STRING, .dst = &prefix},
         {0},
     };
@@ -395,6 +431,7 @@ static int cmd_split(int argc, char **argv)
     nf_h5 *src = NULL, *f[3] = {NULL, NULL, NULL};
     int rc = NF_OK;
     for (int k = 0; k < 3 && rc == NF_OK; k++) rc = app_check_output(path[k]);
+    for (int k = 0; k < 3 && rc == NF_OK; k++) rc = app_check_not_input(path[k], in, "input file");
     if (rc == NF_OK) rc = split_read(in, &si);
     if (rc == NF_OK) {
         size_t w = si.d > si.c ? si.d : si.c;
@@ -405,24 +442,29 @@ static int cmd_split(int argc, char **argv)
     if (rc == NF_OK && (rc = nf_dataset_split(si.n, val, test, (uint64_t)seed, perm, count)) != NF_OK)
         nf_error_context(rc, "%s", in);
     if (rc == NF_OK) rc = nf_h5_open(&src, in, NULL, 0);
-    /* all three written before any is renamed into place */
+    /* all parts written before any is renamed into place; a part of no rows is not written */
     size_t at = 0;
     for (int k = 0; k < 3 && rc == NF_OK; k++) {
+        if (count[k] == 0) continue;
         rc = nf_h5_create(&f[k], path[k], DATA_FORMAT, DATA_VERSION);
         if (rc == NF_OK) rc = split_write(f[k], in, src, &si, perm + at, count[k], part[k], seed, buf);
         at += count[k];
     }
     nf_h5_close(src);
     for (int k = 0; k < 3; k++) {
+        if (!f[k]) continue;
         if (rc == NF_OK) {
             rc = nf_h5_commit(f[k]);
         } else {
             nf_h5_abort(f[k]);
         }
     }
-    if (rc == NF_OK)
-        printf("%s: %zu train, %zu validation, %zu test rows -> %s, %s, %s\n", in, count[0], count[1], count[2],
-               path[0], path[1], path[2]);
+    if (rc == NF_OK) {
+        printf("%s: %zu train, %zu validation, %zu test rows ->", in, count[0], count[1], count[2]);
+        for (int k = 0, first = 1; k < 3; k++)
+            if (count[k]) printf("%s %s", first ? "" : ",", path[k]), first = 0;
+        printf("\n");
+    }
     split_input_free(&si);
     free(perm);
     free(buf);

@@ -8,21 +8,25 @@
 #include "apps/datafile.h"
 #include "apps/flags.h"
 #include "core/h5.h"
+#include "datasets/names.h"
 #include "distributions/target.h"
 #include "training/model_file.h"
 
 static const char *const EVAL_HELP =
-    "usage: nf eval MODEL.h5 DATA.h5 [--json] [--dataset PATH] [--batch N]\n"
+    "usage: nf eval MODEL.h5 DATA.h5 [--json] [--dataset PATH] [--batch N] [--threads N]\n"
     "       nf eval MODEL.h5 [--draws N] [--seed S] [--json]      (a model fit with nf fit --target)\n"
     "\n"
     "Evaluate a model on a data set: mean log-likelihood in nats with its standard error, bits per\n"
     "dimension, and, when DATA.h5 carries the true log-density of each point (/logp_true), the gap\n"
-    "mean(log p_true) - mean(log p_model), an estimate of KL(true || model) in nats.\n"
+    "mean(log p_true) - mean(log p_model), an estimate of KL(true || model) in nats.  Columns are\n"
+    "named as in the data (/columns) or the training data; a conditional model is also evaluated\n"
+    "per context (each distinct context row, up to 20, named like kind=long).\n"
     "\n"
     "  --json            print exactly one JSON object: n, dim, mean_log_prob, stderr, bits_per_dim\n"
-    "                    and, when known, true_mean_log_prob and kl_gap\n"
+    "                    and, when known, true_mean_log_prob, kl_gap, columns and by_context\n"
     "  --dataset PATH    dataset holding the samples      [/x]\n"
     "  --batch N         samples per evaluation batch     [4096]\n"
+    "  --threads N       threads                          [all cores]\n"
     "\n"
     "A variational model (nf fit --target) is evaluated without data, from draws x ~ q of the flow:\n"
     "the ELBO mean(log p~(x) - log q(x)), log Z estimated by importance sampling, the true log Z and\n"
@@ -42,13 +46,14 @@ static const char *const LOGPROB_HELP =
     "  -o FILE           output file (written atomically)\n"
     "  --dataset PATH    dataset holding the samples      [/x]\n"
     "  --batch N         samples per evaluation batch     [4096]\n"
+    "  --threads N       threads                          [all cores]\n"
     "\n"
     "example:\n"
     "  nf logprob model.h5 test.h5 -o logp.h5\n";
 
 typedef struct eval_args {
     const char *model, *data, *out, *dataset;
-    int json;
+    int json, threads;
     long batch, draws, seed;
 } eval_args;
 
@@ -66,12 +71,14 @@ static int parse(const char *cmd, const char *help, int argc, char **argv, eval_
         {.name = "--seed", .kind = FLAG_LONG, .dst = &a->seed, .lo = 0, .hi = 1L << 53},
         {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
         {.name = "--batch", .kind = FLAG_LONG, .dst = &a->batch, .lo = 1, .hi = 1L << 24},
+        {.name = "--threads", .kind = FLAG_INT, .dst = &a->threads, .lo = 1, .hi = 4096},
         {0},
     };
     const flag_spec logprob_flags[] = {
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &a->out},
         {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
         {.name = "--batch", .kind = FLAG_LONG, .dst = &a->batch, .lo = 1, .hi = 1L << 24},
+        {.name = "--threads", .kind = FLAG_INT, .dst = &a->threads, .lo = 1, .hi = 4096},
         {0},
     };
     const flags_cmd c = {.cmd = cmd, .help = help, .flags = need_out ? logprob_flags : eval_flags, .max_pos = 2};
@@ -83,6 +90,7 @@ static int parse(const char *cmd, const char *help, int argc, char **argv, eval_
     if (!a->model) return cli_usage_error(cmd, "expected MODEL.h5 and DATA.h5");
     if (!a->data && need_out) return cli_usage_error(cmd, "expected MODEL.h5 and DATA.h5");
     if (need_out && !a->out) return cli_usage_error(cmd, "no output file given (expected -o LOGP.h5)");
+    cli_set_threads(a->threads);
     return FLAGS_OK;
 }
 
@@ -91,6 +99,62 @@ static void json_num(const char *key, double v)
 {
     if (isfinite(v)) printf(", \"%s\": %.9g", key, v);
     else printf(", \"%s\": null", key);
+}
+
+/* A JSON string literal of s. */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') printf("\\%c", ch);
+        else if (ch < 0x20) printf("\\u%04x", ch);
+        else putchar(ch);
+    }
+    putchar('"');
+}
+
+/* The names of the data's columns and context values: the data file's, else the training data's
+ * (kept in the model file). */
+static int eval_names(const eval_args *a, const app_data *d, nf_data_names *nm)
+{
+    nf_data_names mn;
+    NF_TRY(nf_data_names_load(nm, a->data, "/", !strcmp(a->dataset, "/x") ? d->d : 0, d->c));
+    int rc = nf_data_names_load(&mn, a->model, "/data", d->d, d->c);
+    if (rc != NF_OK) {
+        nf_data_names_free(nm);
+        return rc;
+    }
+    nm->d = d->d;
+    if (!nm->columns) nm->columns = mn.columns, mn.columns = NULL;
+    if (!nm->context) nm->context = mn.context, mn.context = NULL;
+    nf_data_names_free(&mn);
+    return NF_OK;
+}
+
+/* Rows of the same context: up to max groups (first row of each in first[], counts and sums of
+ * log p), group[i] of every row; returns the number of groups, or 0 when there are more. */
+typedef struct ctx_group {
+    size_t first, n;
+    double sum, sum2;
+} ctx_group;
+
+static size_t group_contexts(const app_data *d, const nf_real *logp, ctx_group *g, size_t max)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        const nf_real *c = d->ctx + i * d->c;
+        size_t j = 0;
+        while (j < k && memcmp(d->ctx + g[j].first * d->c, c, d->c * sizeof *c)) j++;
+        if (j == k) {
+            if (k == max) return 0;
+            g[k++] = (ctx_group){.first = i};
+        }
+        g[j].n++;
+        g[j].sum += logp[i];
+        g[j].sum2 += (double)logp[i] * logp[i];
+    }
+    return k;
 }
 
 /* Load model and data and compute every log-density. */
@@ -161,12 +225,17 @@ int nf_cmd_eval(int argc, char **argv)
     if (!a.data) return eval_variational(&a);
     nf_flow *flow = NULL;
     app_data d = {0};
+    nf_data_names nm = {0};
     nf_real *logp = NULL;
     double mean, se;
     int status = 0;
-    if (compute(&a, &flow, &d, &logp, &mean, &se) != NF_OK) {
+    enum { MAX_GROUPS = 20 };
+    ctx_group groups[MAX_GROUPS];
+    size_t ng = 0;
+    if (compute(&a, &flow, &d, &logp, &mean, &se) != NF_OK || eval_names(&a, &d, &nm) != NF_OK) {
         status = cli_fail("eval");
     } else {
+        if (d.c && d.ctx) ng = group_contexts(&d, logp, groups, MAX_GROUPS);
         double bpd = -mean / (d.d * log(2.0));
         double true_mean = NAN, gap = NAN, gap_se = NAN;
         if (d.logp_true) {
@@ -190,18 +259,53 @@ int nf_cmd_eval(int argc, char **argv)
                 json_num("true_mean_log_prob", true_mean);
                 json_num("kl_gap", gap);
             }
+            if (nm.columns) {
+                printf(", \"columns\": [");
+                for (size_t j = 0; j < d.d; j++) {
+                    if (j) printf(", ");
+                    json_str(nm.columns[j]);
+                }
+                printf("]");
+            }
+            if (ng) {
+                printf(", \"by_context\": [");
+                for (size_t k = 0; k < ng; k++) {
+                    char label[512];
+                    nf_context_format(&nm, d.ctx + groups[k].first * d.c, label, sizeof label);
+                    printf("%s{\"context\": ", k ? ", " : "");
+                    json_str(label);
+                    printf(", \"n\": %zu", groups[k].n);
+                    json_num("mean_log_prob", groups[k].sum / groups[k].n);
+                    printf("}");
+                }
+                printf("]");
+            }
             printf("}\n");
         } else {
             printf("data            %s (%zu samples, dimension %zu)\n", a.data, d.n, d.d);
+            if (nm.columns) {
+                printf("columns         ");
+                for (size_t j = 0; j < d.d && j < 20; j++) printf("%s%s", j ? ", " : "", nm.columns[j]);
+                printf("%s\n", d.d > 20 ? ", ..." : "");
+            }
             printf("log-likelihood  %.5f +- %.5f nats (mean +- standard error)\n", mean, se);
             printf("bits/dim        %.5f\n", bpd);
             if (d.logp_true) {
                 printf("true log-lik.   %.5f nats\n", true_mean);
                 printf("KL gap          %.5f +- %.5f nats (true - model; 0 is perfect)\n", gap, gap_se);
             }
+            for (size_t k = 0; k < ng; k++) {
+                char label[512];
+                const ctx_group *g = &groups[k];
+                double m = g->sum / g->n, var = g->n > 1 ? (g->sum2 - g->n * m * m) / (g->n - 1) : 0;
+                nf_context_format(&nm, d.ctx + g->first * d.c, label, sizeof label);
+                printf("%-15s %s: %zu samples, log-likelihood %.5f +- %.5f nats\n", k ? "" : "by context", label, g->n,
+                       m, sqrt(var > 0 ? var / g->n : 0));
+            }
         }
     }
     free(logp);
+    nf_data_names_free(&nm);
     app_data_free(&d);
     nf_flow_free(flow);
     return status;
@@ -217,6 +321,8 @@ int nf_cmd_logprob(int argc, char **argv)
     nf_real *logp = NULL;
     double mean, se;
     int rc = app_check_output(a.out);
+    if (rc == NF_OK) rc = app_check_not_input(a.out, a.model, "model");
+    if (rc == NF_OK) rc = app_check_not_input(a.out, a.data, "data file");
     if (rc == NF_OK) rc = compute(&a, &flow, &d, &logp, &mean, &se);
     nf_h5 *f = NULL;
     if (rc == NF_OK) rc = nf_h5_create(&f, a.out, "nf-logprob", 1);

@@ -21,8 +21,17 @@
 #include "apps/flags.h"
 #include "core/blas.h"
 #include "core/rng.h"
+#include "datasets/names.h"
 #include "distributions/target.h"
 #include "training/model_file.h"
+
+/* Early stopping when fitting data with a validation set and no --patience: at 50 validations,
+ * a fit that still improves (large data: a validation every epoch or --eval-every steps) is
+ * never stopped, while a fit of a few hundred rows (a validation every step) ends soon after
+ * its peak. */
+#define FIT_DEFAULT_PATIENCE 50
+/* The note on small data: more than this many parameters per number of training data. */
+#define FIT_PARAMS_PER_NUMBER 100
 
 static const char *const FIT_HELP =
     "usage: nf fit DATA.h5 -o MODEL.h5 [options]\n"
@@ -66,7 +75,7 @@ static const char *const FIT_HELP =
     "  --val-frac F          hold out this fraction for validation        [0.1]\n"
     "  --val FILE            validate on FILE instead of a held-out fraction\n"
     "  --eval-every N        validate every N steps (and at each epoch end) [250]\n"
-    "  --patience N          stop after N validations without improvement; 0 = never  [0]\n"
+    "  --patience N          stop after N validations without improvement; 0 = never  [50; 0 with --target]\n"
     "  --seed S              seeds the initial weights, the split and the batches     [1]\n"
     "  --threads N           threads                                      [all cores]\n"
     "  --checkpoint-every N  write the model file every N steps           [500]\n"
@@ -74,6 +83,13 @@ static const char *const FIT_HELP =
     "  --stream              read the training rows from DATA.h5 batch by batch instead of loading\n"
     "                        them (data larger than memory; the same model as without, slower steps)\n"
     "  --quiet               no progress output\n"
+    "  --force               replace an existing MODEL.h5 (without it, nf fit refuses to start over a\n"
+    "                        file that exists, so a new run never loses an earlier model; with it the\n"
+    "                        old file is replaced at the first checkpoint)\n"
+    "\n"
+    "SIGINT or SIGTERM stops after the current step and writes a checkpoint that --resume continues;\n"
+    "a second signal ends the process at once (the last checkpoint stays).  The output may not be the\n"
+    "data or --val file.\n"
     "\n"
     "examples:\n"
     "  nf data make checkerboard -n 100000 -o train.h5\n"
@@ -165,13 +181,13 @@ static int checkpoint(void *user, nf_trainer *t)
 typedef struct fit_args {
     const char *data, *out, *flow, *val, *dataset, *resume, *target;
     long eval_draws;
-    int stream;
+    int stream, force;
     nf_preset_knobs knobs;
     int standardize, quiet, threads;
     double val_frac;
     nf_train_config cfg;
     const char *optimizer, *schedule;
-    int steps_set;
+    int steps_set, patience_set;
 } fit_args;
 
 static int parse_args(int argc, char **argv, fit_args *a)
@@ -210,7 +226,8 @@ static int parse_args(int argc, char **argv, fit_args *a)
         {.name = "--tail", .kind = FLAG_DOUBLE, .dst = &a->knobs.tail, .lo = 1e-3, .hi = 1e6},
         {.name = "--epochs", .kind = FLAG_INT, .dst = &a->cfg.epochs, .lo = 0, .hi = 1L << 30},
         {.name = "--batch", .kind = FLAG_INT, .dst = &a->cfg.batch, .lo = 1, .hi = 1L << 24},
-        {.name = "--patience", .kind = FLAG_INT, .dst = &a->cfg.patience, .lo = 0, .hi = 1L << 30},
+        {.name = "--patience", .kind = FLAG_INT, .dst = &a->cfg.patience, .lo = 0, .hi = 1L << 30,
+         .seen = &a->patience_set},
         {.name = "--eval-every", .kind = FLAG_LONG, .dst = &a->cfg.eval_every, .lo = 0, .hi = 1L << 40},
         {.name = "--checkpoint-every", .kind = FLAG_LONG, .dst = &a->cfg.checkpoint_every, .lo = 0, .hi = 1L << 40},
         {.name = "--eval-draws", .kind = FLAG_LONG, .dst = &a->eval_draws, .lo = 0, .hi = 1L << 24},
@@ -226,6 +243,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
         {.name = "--quiet", .alias = "-q", .kind = FLAG_BOOL, .dst = &a->quiet},
         {.name = "--no-standardize", .kind = FLAG_BOOL, .dst = &no_standardize},
         {.name = "--stream", .kind = FLAG_BOOL, .dst = &a->stream},
+        {.name = "--force", .kind = FLAG_BOOL, .dst = &a->force},
         {0},
     };
     const char *pos[2];
@@ -267,11 +285,6 @@ static int parse_args(int argc, char **argv, fit_args *a)
     return 0;
 }
 
-static void set_threads(int threads)
-{
-    if (threads > 0) omp_set_num_threads(threads);
-    nf_blas_set_threads(threads > 0 ? threads : omp_get_max_threads());
-}
 
 /* Steps the cosine schedule decays over: the known total, or the epochs' worth. */
 static void fix_schedule_total(nf_train_config *cfg, size_t n_train)
@@ -370,12 +383,13 @@ int nf_cmd_fit(int argc, char **argv)
     fit_args a;
     int urc = parse_args(argc, argv, &a);
     if (urc) return urc < 0 ? 0 : urc;
-    set_threads(a.threads);
+    cli_set_threads(a.threads);
 
     fit_ctx ctx = {0};
     nf_model *model = NULL;
     nf_trainer *tr = NULL;
     nf_source *all = NULL, *train = NULL, *val = NULL;
+    nf_data_names names = {0};
     int rc = NF_OK, status = 1, usage = 0;
     int resuming = a.resume != NULL;
 
@@ -398,6 +412,9 @@ int nf_cmd_fit(int argc, char **argv)
         ctx.out = a.out;
         if ((rc = app_check_output(a.out)) != NF_OK) goto fail;
     }
+    /* the model file is rewritten at every checkpoint: it must not be the data it trains on */
+    if ((rc = app_check_not_input(ctx.out, a.data, "data file")) != NF_OK) goto fail;
+    if ((rc = app_check_not_input(ctx.out, a.val, "--val file")) != NF_OK) goto fail;
     if (a.data) {
         size_t dim = model ? (size_t)model->flow->dim : 0, cdim = model ? (size_t)model->ctx_dim : 0;
         rc = a.stream ? nf_source_rows_open(&all, a.data, a.dataset, dim, cdim, !model)
@@ -414,6 +431,12 @@ int nf_cmd_fit(int argc, char **argv)
             nf_error_context(rc, "--val-frac");
             goto fail;
         }
+        /* the data's column and context names, kept in the model file for samples and pictures */
+        size_t nd = resuming || !strcmp(a.dataset, "/x") ? (size_t)train->dim : 0;
+        if ((rc = nf_data_names_load(&names, resuming ? a.resume : a.data, resuming ? "/data" : "/", nd,
+                                     (size_t)train->ctx_dim)) != NF_OK)
+            goto fail;
+        ctx.meta.names = &names;
     }
     if (!model) {
         rc = a.target ? build_variational(cmd, &a, &ctx, &model, &usage) : build_density(cmd, &a, &ctx, train, &model, &usage);
@@ -428,6 +451,7 @@ int nf_cmd_fit(int argc, char **argv)
             snprintf(ctx.meta.val_path, sizeof ctx.meta.val_path, "%s", a.val ? a.val : "");
             ctx.meta.val_frac = a.val ? 0 : a.val_frac;
             ctx.meta.stream = a.stream;
+            if (val && !a.patience_set) a.cfg.patience = FIT_DEFAULT_PATIENCE;
         } else {
             a.cfg.eval_items = a.eval_draws;
         }
@@ -436,6 +460,11 @@ int nf_cmd_fit(int argc, char **argv)
     ctx.meta.n_train = train ? (long)train->n : 0;
     ctx.meta.n_val = val ? (long)val->n : 0;
     ctx.model = model;
+    if (!resuming && !a.force && access(a.out, F_OK) == 0) {
+        rc = nf_error(NF_EIO, "%s already exists and a new fit would replace it: give --force to replace it, another "
+                              "-o, or --resume %s to continue its training", a.out, a.out);
+        goto fail;
+    }
     if ((rc = nf_trainer_create(&tr, model, &a.cfg, train, val)) != NF_OK) goto fail;
     if (resuming) {
         if ((rc = nf_model_load_trainer(a.resume, tr)) != NF_OK) goto fail;
@@ -448,6 +477,13 @@ int nf_cmd_fit(int argc, char **argv)
     } else if (!a.quiet && train) {
         fprintf(stderr, "nf fit: %zu training and %zu validation samples of dimension %d; %zu parameters\n", train->n,
                 val ? val->n : 0, train->dim, model->P->n);
+        double numbers = (double)train->n * train->dim;
+        if ((double)model->P->n > FIT_PARAMS_PER_NUMBER * numbers)
+            fprintf(stderr, "nf fit: note: %zu parameters for %.0f numbers of training data (%zu x %d) may overfit; %s, "
+                            "and a smaller flow trains faster (%s)\n", model->P->n, numbers, train->n, train->dim,
+                    val && a.cfg.patience > 0 ? "early stopping keeps the best validation weights"
+                                              : "validate (--val-frac 0.1) to keep the best weights",
+                    ctx.meta.preset[0] ? "e.g. --layers 4 --hidden 32" : "fewer or narrower layers");
     } else if (!a.quiet) {
         fprintf(stderr, "nf fit: reverse KL to target %s (dimension %d), %d draws per step; %zu parameters\n", a.target,
                 model->flow->dim, a.cfg.batch, model->P->n);
@@ -459,6 +495,7 @@ int nf_cmd_fit(int argc, char **argv)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second signal ends the process, whatever the loop is doing */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     nf_train_hooks hooks = {&ctx, progress, checkpoint, &stop_requested};
@@ -490,5 +527,6 @@ out:
     nf_source_free(train);
     nf_source_free(val);
     nf_source_free(all);
+    nf_data_names_free(&names);
     return status;
 }

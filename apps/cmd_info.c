@@ -1,4 +1,6 @@
-/* apps/cmd_info.c - nf info: what a model file holds. */
+/* apps/cmd_info.c - nf info: what an nf file holds (a model, data, samples, log-densities or
+ * event sequences).  Reading goes through the library (model files, data sources, names); this
+ * file only chooses by the file's format and prints. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,17 +9,39 @@
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "core/h5.h"
+#include "datasets/names.h"
+#include "datasets/sequences.h"
+#include "datasets/source.h"
 #include "distributions/target.h"
 #include "training/model_file.h"
 
 static const char *const INFO_HELP =
-    "usage: nf info MODEL.h5\n"
+    "usage: nf info FILE.h5\n"
     "\n"
-    "Show a model file: its kind, its flow spec, dimensions and parameter count, the data (or the\n"
-    "target density) it was fit to, the training settings, and a summary of the training history.\n"
+    "Describe any nf file, chosen by its format:\n"
+    "  model          its kind, flow spec, dimensions and parameter count, the data (its column and\n"
+    "                 context names) or target density it was fit to, the training settings, and a\n"
+    "                 summary of the training history\n"
+    "  data, samples  rows and columns with their names and statistics, the context (per category:\n"
+    "                 rows), the true log-density or the model's (/logp_true, /logp), and where the\n"
+    "                 data came from (generator, source file, seed, split, model...)\n"
+    "  log-densities  how many, their mean, the model and data they came from\n"
+    "  sequences      sequences, events, marks, windows and mean inter-event time\n"
+    "An HDF5 file without a format attribute is read as data when it holds /x, as sequences when it\n"
+    "holds /times and /offsets.\n"
     "\n"
-    "example:\n"
-    "  nf info model.h5\n";
+    "examples:\n"
+    "  nf info model.h5\n"
+    "  nf info train.h5\n";
+
+/* "label  a, b, c" (the first 20 names), nothing without names. */
+static void print_names(const char *label, char *const *names, size_t n)
+{
+    if (!n) return;
+    printf("%-15s ", label);
+    for (size_t j = 0; j < n && j < 20; j++) printf("%s%s", j ? ", " : "", names[j]);
+    printf("%s\n", n > 20 ? ", ..." : "");
+}
 
 static void print_history(nf_h5 *f)
 {
@@ -49,14 +73,8 @@ static void print_history(nf_h5 *f)
     free(sec);
 }
 
-int nf_cmd_info(int argc, char **argv)
+static int info_model(const char *path)
 {
-    const char *path = NULL;
-    const flag_spec none[] = {{0}};
-    const flags_cmd c = {.cmd = "info", .help = INFO_HELP, .flags = none, .max_pos = 1};
-    int urc = flags_parse(&c, argc, argv, &path, NULL);
-    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
-    if (!path) return cli_usage_error("info", "no model file given (expected: nf info MODEL.h5)");
     nf_model *model;
     nf_model_meta meta;
     if (nf_model_open(path, &model, &meta) != NF_OK) return cli_fail("info");
@@ -77,6 +95,12 @@ int nf_cmd_info(int argc, char **argv)
         printf("dimension       %d", flow->dim);
         if (flow->ctx_dim) printf(" (conditional on %d context values)", flow->ctx_dim);
         printf("\n");
+        nf_data_names nm;
+        if (nf_data_names_read(&nm, f, "/data", (size_t)flow->dim, (size_t)flow->ctx_dim) == NF_OK) {
+            print_names("columns", nm.columns, nm.columns ? nm.d : 0);
+            print_names("context", nm.context, nm.context ? nm.c : 0);
+            nf_data_names_free(&nm);
+        }
     }
     const nf_target *target = nf_model_variational_target(model);
     if (target) {
@@ -116,4 +140,198 @@ int nf_cmd_info(int argc, char **argv)
     nf_h5_close(f);
     nf_model_free(model);
     return 0;
+}
+
+/* The provenance attributes nf writes on data, sample and log-density files, as "name  value". */
+static void print_provenance(nf_h5 *f)
+{
+    static const char *const strs[] = {"generator", "source", "model", "data", "density", "flow", "method",
+                                       "context_value", "split", "split_of", NULL};
+    static const char *const ints[] = {"seed", "model_seed", "components", "sweeps", "split_seed", "entropy_n", NULL};
+    char buf[1024];
+    int64_t iv;
+    double dv;
+    for (int i = 0; strs[i]; i++)
+        if (nf_h5_attr_exists(f, "/", strs[i]) && nf_h5_attr_get_string(f, "/", strs[i], buf, sizeof buf) == NF_OK)
+            printf("%-15s %s\n", strs[i], buf);
+    for (int i = 0; ints[i]; i++)
+        if (nf_h5_attr_exists(f, "/", ints[i]) && nf_h5_attr_get_int64(f, "/", ints[i], &iv) == NF_OK)
+            printf("%-15s %lld\n", ints[i], (long long)iv);
+    if (nf_h5_attr_exists(f, "/", "entropy") && nf_h5_attr_get_double(f, "/", "entropy", &dv) == NF_OK) {
+        double se = NAN;
+        nf_h5_attr_get_double(f, "/", "entropy_stderr", &se);
+        printf("%-15s %.5f +- %.5f nats (of the true density)\n", "entropy", dv, se);
+    }
+    nf_error_clear();
+}
+
+/* Mean, standard deviation, min and max of column j of an (n, w) array. */
+static void column_stats(const nf_real *x, size_t n, size_t w, size_t j, double st[4])
+{
+    double s = 0, s2 = 0, lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i * w + j];
+        s += v, s2 += v * v;
+        lo = fmin(lo, v), hi = fmax(hi, v);
+    }
+    double m = s / n, var = n > 1 ? (s2 - n * m * m) / (n - 1) : 0;
+    st[0] = m, st[1] = sqrt(var > 0 ? var : 0), st[2] = lo, st[3] = hi;
+}
+
+static void header_line(const char *what, const char *path, nf_h5 *f, const char *format)
+{
+    char version[64] = "";
+    nf_h5_attr_get_string(f, "/", "nf_version", version, sizeof version);
+    nf_error_clear();
+    if (format[0])
+        printf("%-15s %s (%s v%d%s%s)\n", what, path, format, nf_h5_format_version(f), version[0] ? ", written by nf " : "",
+               version);
+    else
+        printf("%-15s %s (HDF5 without an nf format attribute)\n", what, path);
+}
+
+/* A data file or a sample file: /x with its names and statistics, /context, /logp_true, /logp. */
+static int info_data(const char *path, nf_h5 *f, const char *format)
+{
+    nf_source *src = NULL;
+    nf_data_names nm = {0};
+    double *logp = NULL;
+    size_t nl = 0, cl = 0;
+    int rc = nf_source_rows_load(&src, path, "/x", 0, 0, 1);
+    size_t n = src ? src->n : 0, d = src ? (size_t)src->dim : 0, c = src ? (size_t)src->ctx_dim : 0;
+    if (rc == NF_OK) rc = nf_data_names_read(&nm, f, "/", d, c);
+    if (rc == NF_OK && nf_h5_exists(f, "/logp")) {
+        rc = nf_h5_read_double(f, "/logp", &logp, &nl, &cl);
+        if (rc == NF_OK && (nl != n || cl != 1))
+            rc = nf_error(NF_EFORMAT, "%s:/logp has %zu x %zu entries, expected %zu (one per row of /x)", path, nl, cl, n);
+    }
+    if (rc != NF_OK) {
+        nf_source_free(src);
+        nf_data_names_free(&nm);
+        free(logp);
+        return rc;
+    }
+    nf_rows r = nf_source_rows(src);
+    header_line(logp ? "samples" : "data", path, f, format);
+    printf("%-15s %zu\n", "rows", n);
+    printf("%-15s %zu\n", "columns", d);
+    printf("   %-20s %12s %12s %12s %12s\n", "name", "mean", "std", "min", "max");
+    for (size_t j = 0; j < d && j < 40; j++) {
+        char b[32];
+        double st[4];
+        column_stats(r.x, n, d, j, st);
+        printf("   %-20s %12.5g %12.5g %12.5g %12.5g\n", nf_data_names_column(&nm, j, b, sizeof b), st[0], st[1], st[2],
+               st[3]);
+    }
+    if (d > 40) printf("   ... %zu more columns\n", d - 40);
+    if (c) {
+        printf("%-15s %zu values per row%s\n", "context", c, nm.context ? "" : " (no /context_names)");
+        for (size_t k = 0; k < c && k < 40; k++) {
+            char b[32];
+            double st[4];
+            column_stats(r.ctx, n, c, k, st);
+            int onehot = 1;
+            size_t ones = 0;
+            for (size_t i = 0; i < n; i++) {
+                nf_real v = r.ctx[i * c + k];
+                onehot &= v == 0 || v == 1;
+                ones += v == 1;
+            }
+            const char *name = nf_data_names_context(&nm, k, b, sizeof b);
+            if (onehot) printf("   %-20s %zu rows\n", name, ones);
+            else printf("   %-20s mean %.5g, std %.5g, min %.5g, max %.5g\n", name, st[0], st[1], st[2], st[3]);
+        }
+        if (c > 40) printf("   ... %zu more context values\n", c - 40);
+    }
+    if (r.logp_true) {
+        double s = 0;
+        for (size_t i = 0; i < n; i++) s += r.logp_true[i];
+        printf("%-15s /logp_true, mean %.5f nats (nf eval reports the KL gap on this file)\n", "true density", s / n);
+    }
+    if (logp) {
+        double s = 0;
+        for (size_t i = 0; i < n; i++) s += logp[i];
+        printf("%-15s /logp (the model's log-density of each sample), mean %.5f nats\n", "log-density", s / n);
+    }
+    print_provenance(f);
+    nf_source_free(src);
+    nf_data_names_free(&nm);
+    free(logp);
+    return NF_OK;
+}
+
+/* A log-density file of nf logprob. */
+static int info_logprob(const char *path, nf_h5 *f, const char *format)
+{
+    double *lp = NULL, mean = 0;
+    size_t n = 0, c = 0;
+    if (!nf_h5_exists(f, "/logp")) return nf_error(NF_EFORMAT, "%s: no dataset /logp (expected log-densities)", path);
+    NF_TRY(nf_h5_read_double(f, "/logp", &lp, &n, &c));
+    for (size_t i = 0; i < n * c; i++) mean += lp[i];
+    header_line("log-densities", path, f, format);
+    printf("%-15s %zu values, mean %.5f nats\n", "/logp", n * c, n * c > 0 ? mean / (double)(n * c) : NAN);
+    print_provenance(f);
+    free(lp);
+    return NF_OK;
+}
+
+/* An event-sequences file. */
+static int info_sequences(const char *path, nf_h5 *f, const char *format)
+{
+    nf_source *s;
+    NF_TRY(nf_source_sequences_load(&s, path));
+    nf_sequences q = nf_source_sequences(s);
+    size_t events = (size_t)(q.offsets[s->n] - q.offsets[0]), longest = 0;
+    double t0 = INFINITY, t1 = -INFINITY, mean_iv = NAN;
+    for (size_t i = 0; i < s->n; i++) {
+        size_t len = (size_t)(q.offsets[i + 1] - q.offsets[i]);
+        if (len > longest) longest = len;
+        t0 = fmin(t0, q.t_start[i]);
+        t1 = fmax(t1, q.t_end[i]);
+    }
+    header_line("sequences", path, f, format);
+    printf("%-15s %zu\n", "sequences", s->n);
+    printf("%-15s %zu in all, %.2f per sequence, at most %zu\n", "events", events, (double)events / s->n, longest);
+    if (s->num_marks) printf("%-15s %d types\n", "marks", s->num_marks);
+    else printf("%-15s none\n", "marks");
+    printf("%-15s from %.6g to %.6g\n", "windows", t0, t1);
+    if (events && nf_sequences_stats(s, NULL, &mean_iv, NULL, NULL) == NF_OK)
+        printf("%-15s %.6g\n", "mean interval", mean_iv);
+    nf_error_clear();
+    print_provenance(f);
+    nf_source_free(s);
+    return NF_OK;
+}
+
+int nf_cmd_info(int argc, char **argv)
+{
+    const char *path = NULL;
+    const flag_spec none[] = {{0}};
+    const flags_cmd c = {.cmd = "info", .help = INFO_HELP, .flags = none, .max_pos = 1};
+    int urc = flags_parse(&c, argc, argv, &path, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (!path) return cli_usage_error("info", "no file given (expected: nf info FILE.h5)");
+    nf_h5 *f;
+    if (nf_h5_open(&f, path, NULL, 0) != NF_OK) return cli_fail("info");
+    char format[64] = "";
+    if (nf_h5_attr_exists(f, "/", "format")) nf_h5_attr_get_string(f, "/", "format", format, sizeof format);
+    nf_error_clear();
+    int rc;
+    if (!strcmp(format, NF_MODEL_FORMAT)) {
+        nf_h5_close(f);
+        return info_model(path);
+    }
+    if (!strcmp(format, "nf-logprob")) rc = info_logprob(path, f, format);
+    else if (!strcmp(format, NF_SEQUENCES_FORMAT) || (!format[0] && nf_h5_exists(f, "/times") && nf_h5_exists(f, "/offsets")))
+        rc = info_sequences(path, f, format);
+    else if (!strcmp(format, "nf-data") || (!format[0] && nf_h5_exists(f, "/x")))
+        rc = info_data(path, f, format);
+    else if (format[0])
+        rc = nf_error(NF_EFORMAT, "%s: format '%s' is not one nf knows (expected nf-model, nf-data, nf-logprob or "
+                                  "nf-sequences)", path, format);
+    else
+        rc = nf_error(NF_EFORMAT, "%s: not an nf file (no format attribute, and no /x of data or /times and "
+                                  "/offsets of sequences)", path);
+    nf_h5_close(f);
+    return rc == NF_OK ? 0 : cli_fail("info");
 }

@@ -10,6 +10,7 @@
 #include "core/h5.h"
 #include "core/rng.h"
 #include "plot/plot.h"
+#include "datasets/names.h"
 #include "distributions/target.h"
 #include "training/model_file.h"
 
@@ -24,6 +25,8 @@ static const char *const PLOT_HELP =
     "A variational model (nf fit --target) is drawn next to its target: in 2-D the target's density\n"
     "(normalised), the flow's density and its samples on the target's box; in more dimensions a pair\n"
     "plot of the target's exact samples (where it has a sampler) against the flow's.\n"
+    "A conditional model is drawn for one context (--context-value), next to the data rows of that\n"
+    "context.  Axes are named as the data's columns (/columns of --data, else of the training data).\n"
     "\n"
     "  --data FILE       data to show next to the model (dataset /x)      [none: samples only]\n"
     "  -o FILE           output PNG (written atomically)\n"
@@ -33,14 +36,18 @@ static const char *const PLOT_HELP =
     "  --dims LIST       dimensions for the pair plot, e.g. 0,2,5          [the first 5]\n"
     "  --seed S          seed for the samples (pictures are deterministic) [1]\n"
     "  --dataset PATH    dataset holding the data samples                 [/x]\n"
+    "  --context-value SPEC  conditional models: the context drawn, by name (kind=long; see\n"
+    "                    nf sample --help)\n"
+    "  --threads N       threads                                          [all cores]\n"
     "\n"
     "examples:\n"
     "  nf plot model.h5 --data test.h5 -o density.png\n"
+    "  nf plot faithful_model.h5 --data faithful.h5 --context-value kind=long -o long.png\n"
     "  nf plot --history model.h5 -o history.png\n";
 
 typedef struct plot_args {
-    const char *model, *data, *out, *dataset, *dims;
-    int history, log_density;
+    const char *model, *data, *out, *dataset, *dims, *ctx_value;
+    int history, log_density, threads;
     long grid, samples, seed;
 } plot_args;
 
@@ -63,6 +70,8 @@ static int parse(int argc, char **argv, plot_args *a)
         {.name = "--data", .kind = FLAG_STRING, .dst = &a->data},
         {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
         {.name = "--dims", .kind = FLAG_STRING, .dst = &a->dims},
+        {.name = "--context-value", .kind = FLAG_STRING, .dst = &a->ctx_value},
+        {.name = "--threads", .kind = FLAG_INT, .dst = &a->threads, .lo = 1, .hi = 4096},
         {0},
     };
     const flags_cmd c = {.cmd = cmd, .help = PLOT_HELP, .flags = flags, .max_pos = 1};
@@ -70,6 +79,7 @@ static int parse(int argc, char **argv, plot_args *a)
     if (rc != FLAGS_OK) return rc;
     if (!a->model) return cli_usage_error(cmd, "no model file given (expected: nf plot MODEL.h5 -o FILE.png)");
     if (!a->out) return cli_usage_error(cmd, "no output file given (expected -o FILE.png)");
+    cli_set_threads(a->threads);
     return FLAGS_OK;
 }
 
@@ -186,8 +196,11 @@ static int target_grid(const plot_args *a, const nf_target *t, const nf_real *gr
     return NF_OK;
 }
 
+/* names: the two axes' labels; ctx: the context of a conditional model (ctx_dim values) or NULL,
+ * ctx_label its name for the titles. */
 static int plot_2d(const plot_args *a, nf_flow *flow, const nf_target *target, const double *data, size_t nd,
-                   const double *smp, size_t ns)
+                   const double *smp, size_t ns, const char *const names[2], const nf_real *ctx,
+                   const char *ctx_label)
 {
     double lim[4];
     if (target) memcpy(lim, target->type->box, sizeof lim);
@@ -195,8 +208,11 @@ static int plot_2d(const plot_args *a, nf_flow *flow, const nf_target *target, c
     int G = (int)a->grid;
     nf_real *grid = malloc((size_t)G * G * 2 * sizeof(nf_real)), *lp = malloc((size_t)G * G * sizeof(nf_real));
     double *z = malloc((size_t)G * G * sizeof(double)), *zt = malloc((size_t)G * G * sizeof(double));
+    nf_real *gc = ctx ? malloc((size_t)G * G * flow->ctx_dim * sizeof(nf_real)) : NULL; /* (G*G, ctx_dim) */
     nf_figure *fig = nf_figure_alloc(1500, 500, 1, 3);
-    int rc = grid && lp && z && zt && fig ? NF_OK : nf_error(NF_ENOMEM, "out of memory drawing the density");
+    int rc = grid && lp && z && zt && fig && (!ctx || gc) ? NF_OK : nf_error(NF_ENOMEM, "out of memory drawing the density");
+    for (size_t k = 0; rc == NF_OK && ctx && k < (size_t)G * G; k++)
+        memcpy(gc + k * flow->ctx_dim, ctx, flow->ctx_dim * sizeof(nf_real));
     if (rc == NF_OK) {
         for (int j = 0; j < G; j++)
             for (int i = 0; i < G; i++) {
@@ -204,7 +220,7 @@ static int plot_2d(const plot_args *a, nf_flow *flow, const nf_target *target, c
                 grid[2 * ((size_t)j * G + i) + 1] = (nf_real)(lim[2] + (j + 0.5) * (lim[3] - lim[2]) / G);
             }
         double mean;
-        rc = nf_evaluate(flow, grid, NULL, (size_t)G * G, 4096, &mean, NULL, lp);
+        rc = nf_evaluate(flow, grid, gc, (size_t)G * G, 4096, &mean, NULL, lp);
         if (rc == NF_OK && target) rc = target_grid(a, target, grid, lim, G, zt);
     }
     if (rc == NF_OK) {
@@ -213,8 +229,8 @@ static int plot_2d(const plot_args *a, nf_flow *flow, const nf_target *target, c
         nf_panel *ps[3] = {p0, p1, p2};
         for (int k = 0; k < 3 && rc == NF_OK; k++) {
             rc = nf_panel_set_limits(ps[k], lim[0], lim[1], lim[2], lim[3]);
-            nf_panel_set_xlabel(ps[k], "x1");
-            nf_panel_set_ylabel(ps[k], "x2");
+            nf_panel_set_xlabel(ps[k], names[0]);
+            nf_panel_set_ylabel(ps[k], names[1]);
         }
         const double *hist = data ? data : smp;
         size_t nh = data ? nd : ns;
@@ -242,11 +258,18 @@ static int plot_2d(const plot_args *a, nf_flow *flow, const nf_target *target, c
             nf_panel_set_title(p0, title);
         } else {
             if (rc == NF_OK) rc = nf_panel_hist2d(p0, hist, hist + 1, nh, 2, 80, 80, 0, NULL);
-            nf_panel_set_title(p0, data ? "data (histogram)" : "samples (histogram)");
+            char title[600];
+            snprintf(title, sizeof title, "%s (histogram)%s%s", data ? "data" : "samples", ctx ? ", " : "",
+                     ctx ? ctx_label : "");
+            nf_panel_set_title(p0, title);
         }
         if (rc == NF_OK) rc = nf_panel_heatmap(p1, z, G, G, &ho);
-        nf_panel_set_title(p1, target ? (a->log_density ? "flow log-density" : "flow density")
-                                      : (a->log_density ? "model log-density" : "model density"));
+        char title1[600];
+        snprintf(title1, sizeof title1, "%s%s%s",
+                 target ? (a->log_density ? "flow log-density" : "flow density")
+                        : (a->log_density ? "model log-density" : "model density"),
+                 ctx ? ", " : "", ctx ? ctx_label : "");
+        nf_panel_set_title(p1, title1);
         if (rc == NF_OK) rc = nf_panel_scatter(p2, smp, smp + 1, ns, 2, (nf_rgba){0.16, 0.35, 0.65, 0.35}, 1.4, NULL);
         char title[64];
         snprintf(title, sizeof title, "%zu model samples", ns);
@@ -256,13 +279,15 @@ static int plot_2d(const plot_args *a, nf_flow *flow, const nf_target *target, c
     }
     nf_figure_free(fig);
     free(grid);
+    free(gc);
     free(lp);
     free(z);
     free(zt);
     return rc;
 }
 
-static int plot_pairs(const plot_args *a, int D, const double *data, size_t nd, const double *smp, size_t ns)
+static int plot_pairs(const plot_args *a, int D, const double *data, size_t nd, const double *smp, size_t ns,
+                      const nf_data_names *nm)
 {
     int dims[16], k = 0;
     if (a->dims) {
@@ -281,12 +306,9 @@ static int plot_pairs(const plot_args *a, int D, const double *data, size_t nd, 
         for (k = 0; k < D && k < 5; k++) dims[k] = k;
     }
     double *da = malloc((nd ? nd : 1) * k * sizeof(double)), *sb = malloc((ns ? ns : 1) * k * sizeof(double));
-    char names[16][16];
+    char names[16][32];
     const char *np[16];
-    for (int i = 0; i < k; i++) {
-        snprintf(names[i], sizeof names[i], "x%d", dims[i]);
-        np[i] = names[i];
-    }
+    for (int i = 0; i < k; i++) np[i] = nf_data_names_column(nm, (size_t)dims[i], names[i], sizeof names[i]);
     int rc = da && sb ? NF_OK : nf_error(NF_ENOMEM, "out of memory for the pair plot");
     if (rc == NF_OK) {
         for (size_t r = 0; r < nd; r++)
@@ -306,12 +328,57 @@ static int plot_pairs(const plot_args *a, int D, const double *data, size_t nd, 
     return rc;
 }
 
+/* The names of the columns: those of --data (its /columns, when the samples are /x), else those of
+ * the training data kept in the model file; and the context names (the model's). */
+static int plot_names(const plot_args *a, const nf_flow *flow, nf_data_names *nm)
+{
+    size_t d = (size_t)flow->dim, c = (size_t)flow->ctx_dim;
+    NF_TRY(nf_data_names_load(nm, a->model, "/data", d, c));
+    if (!a->data || strcmp(a->dataset, "/x")) return NF_OK;
+    nf_data_names dn;
+    NF_TRY(nf_data_names_load(&dn, a->data, "/", d, 0));
+    if (dn.columns) {
+        if (nm->columns) nf_h5_strings_free(nm->columns, d);
+        nm->columns = dn.columns;
+        dn.columns = NULL;
+    }
+    nf_data_names_free(&dn);
+    return NF_OK;
+}
+
+/* A conditional model's context from --context-value: one row (*one) and a batch of 4096 copies
+ * (*batch) for sampling; the label names it.  Nothing for an unconditional model. */
+static int plot_context(const plot_args *a, const nf_flow *flow, const nf_data_names *nm, nf_real **one,
+                        nf_real **batch, char *label, size_t size)
+{
+    size_t c = (size_t)flow->ctx_dim;
+    if (!c && a->ctx_value) return nf_error(NF_EINVAL, "%s is not conditional: --context-value is not used", a->model);
+    if (!c) return NF_OK;
+    if (!a->ctx_value) {
+        char b[32];
+        const char *first = nf_data_names_context(nm, 0, b, sizeof b);
+        return nf_error(NF_EINVAL, "%s is conditional on %zu context values: choose the context to draw with "
+                                   "--context-value (e.g. --context-value %s%s)", a->model, c, first,
+                        strchr(first, '=') ? "" : "=1");
+    }
+    *one = malloc(c * sizeof **one);
+    *batch = malloc(4096 * c * sizeof **batch);
+    if (!*one || !*batch) return nf_error(NF_ENOMEM, "out of memory");
+    int rc = nf_context_parse(nm, a->ctx_value, *one);
+    if (rc != NF_OK) return nf_error_context(rc, "--context-value");
+    for (size_t i = 0; i < 4096; i++) memcpy(*batch + i * c, *one, c * sizeof **one);
+    nf_context_format(nm, *one, label, size);
+    return NF_OK;
+}
+
 int nf_cmd_plot(int argc, char **argv)
 {
     plot_args a;
     int urc = parse(argc, argv, &a);
     if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
     int rc = app_check_output(a.out);
+    if (rc == NF_OK) rc = app_check_not_input(a.out, a.model, "model");
+    if (rc == NF_OK) rc = app_check_not_input(a.out, a.data, "data file");
     if (rc == NF_OK && a.history) {
         rc = plot_history(&a);
         if (rc != NF_OK) return cli_fail("plot");
@@ -322,16 +389,20 @@ int nf_cmd_plot(int argc, char **argv)
     nf_flow *flow = NULL;
     const nf_target *target = NULL;
     app_data d = {0};
-    nf_real *smp = NULL;
+    nf_data_names nm = {0};
+    nf_real *smp = NULL, *ctx1 = NULL, *ctxb = NULL;
     double *dd = NULL, *sd = NULL;
     nf_rng *rng = NULL;
+    char ctx_label[512] = "", c0[32], c1[32];
     if (rc == NF_OK) rc = nf_model_open(a.model, &model, NULL);
     if (rc == NF_OK && !model->flow)
         rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", a.model, model->type->kind, model->type->command);
     if (rc == NF_OK) {
         flow = model->flow;
         target = nf_model_variational_target(model);
+        rc = plot_names(&a, flow, &nm);
     }
+    if (rc == NF_OK) rc = plot_context(&a, flow, &nm, &ctx1, &ctxb, ctx_label, sizeof ctx_label);
     if (rc == NF_OK && target && !a.data && flow->dim > 2 && target->type->sample) {
         /* the target's own exact samples stand where data would, in the pair plot */
         size_t n = (size_t)a.samples * flow->dim;
@@ -347,9 +418,8 @@ int nf_cmd_plot(int argc, char **argv)
             free(tx);
         }
     }
-    if (rc == NF_OK && flow->ctx_dim > 0)
-        rc = nf_error(NF_EINVAL, "%s is conditional; plotting conditional models is not supported yet", a.model);
-    if (rc == NF_OK && a.data) rc = app_data_load(a.data, a.dataset, (size_t)flow->dim, 0, 0, &d);
+    if (rc == NF_OK && a.data)
+        rc = app_data_load(a.data, a.dataset, (size_t)flow->dim, (size_t)flow->ctx_dim, flow->ctx_dim > 0, &d);
     if (rc == NF_OK) {
         smp = malloc((size_t)a.samples * flow->dim * sizeof(nf_real));
         rng = nf_rng_alloc((uint64_t)a.seed, 0x706c6f74);
@@ -357,7 +427,22 @@ int nf_cmd_plot(int argc, char **argv)
     }
     for (long at = 0; rc == NF_OK && at < a.samples; at += 4096) {
         int b = (int)(a.samples - at < 4096 ? a.samples - at : 4096);
-        rc = nf_flow_sample(flow, smp + (size_t)at * flow->dim, NULL, NULL, b, rng);
+        rc = nf_flow_sample(flow, smp + (size_t)at * flow->dim, NULL, ctxb, b, rng);
+    }
+    if (rc == NF_OK && ctx1 && d.n) { /* the data rows of the chosen context only */
+        size_t keep = 0, c = (size_t)flow->ctx_dim;
+        for (size_t i = 0; i < d.n; i++) keep += !memcmp(d.ctx + i * c, ctx1, c * sizeof *ctx1);
+        dd = malloc((keep ? keep : 1) * d.d * sizeof *dd);
+        if (!dd) rc = nf_error(NF_ENOMEM, "out of memory");
+        for (size_t i = 0, k = 0; dd && i < d.n; i++)
+            if (!memcmp(d.ctx + i * c, ctx1, c * sizeof *ctx1))
+                for (size_t j = 0; j < d.d; j++) dd[k * d.d + j] = d.x[i * d.d + j];
+        if (rc == NF_OK && !keep) {
+            fprintf(stderr, "nf plot: no rows of %s have the context %s; drawing the model only\n", a.data, ctx_label);
+            free(dd);
+            dd = NULL;
+        }
+        d.n = keep;
     }
     if (rc == NF_OK) {
         if (!dd) dd = d.n ? to_double(d.x, d.n * d.d) : NULL;
@@ -365,17 +450,25 @@ int nf_cmd_plot(int argc, char **argv)
         if ((d.n && !dd) || !sd) rc = nf_error(NF_ENOMEM, "out of memory");
     }
     if (rc == NF_OK) {
-        if (flow->dim == 2) rc = plot_2d(&a, flow, target, dd, d.n, sd, (size_t)a.samples);
+        const char *names[2] = {nf_data_names_column(&nm, 0, c0, sizeof c0), nf_data_names_column(&nm, 1, c1, sizeof c1)};
+        if (flow->dim == 2) rc = plot_2d(&a, flow, target, dd, d.n, sd, (size_t)a.samples, names, ctx1, ctx_label);
         else if (flow->dim == 1) rc = nf_error(NF_EINVAL, "%s is 1-D; nf plot draws models of 2 or more dimensions", a.model);
-        else rc = plot_pairs(&a, flow->dim, dd, d.n, sd, (size_t)a.samples);
+        else rc = plot_pairs(&a, flow->dim, dd, d.n, sd, (size_t)a.samples, &nm);
+    }
+    if (rc == NF_OK) {
+        fprintf(stderr, "nf plot: wrote %s (columns ", a.out);
+        for (int j = 0; j < flow->dim && j < 5; j++) fprintf(stderr, "%s%s", j ? ", " : "", nf_data_names_column(&nm, (size_t)j, c0, sizeof c0));
+        fprintf(stderr, "%s%s%s)\n", flow->dim > 5 ? ", ..." : "", ctx1 ? "; context " : "", ctx_label);
     }
     free(smp);
     free(dd);
     free(sd);
+    free(ctx1);
+    free(ctxb);
     nf_rng_free(rng);
+    nf_data_names_free(&nm);
     app_data_free(&d);
     nf_model_free(model);
     if (rc != NF_OK) return cli_fail("plot");
-    fprintf(stderr, "nf plot: wrote %s\n", a.out);
     return 0;
 }

@@ -15,6 +15,7 @@ int nf_cmd_logprob(int argc, char **argv);
 int nf_cmd_sample(int argc, char **argv);
 int nf_cmd_info(int argc, char **argv);
 int nf_cmd_plot(int argc, char **argv);
+int nf_cmd_tpp(int argc, char **argv);
 
 /* Print "nf CMD: <last library error>" (or the formatted message) on stderr; return 1. */
 int cli_fail(const char *cmd);
@@ -26,5 +27,7 @@ int cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, lo
 int cli_parse_double(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 /* 1 if argv[i] is -h or --help. */
 int cli_is_help(const char *s);
+/* --threads N of the commands that compute: OpenMP and BLAS threads (threads <= 0: all cores). */
+void cli_set_threads(int threads);
 
 #endif

@@ -1,7 +1,9 @@
 /* apps/datafile.c - reading data files for the commands. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "apps/datafile.h"
 
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,4 +47,33 @@ int app_check_output(const char *path)
                            dir);
     free(copy);
     return rc;
+}
+
+/* The absolute path a file at `path` has or would have: its directory resolved (symbolic links,
+ * "..", ".") and its own name appended; 0 if the directory cannot be resolved. */
+static int resolved_path(const char *path, char *out, size_t size)
+{
+    char *d = strdup(path), *b = strdup(path);
+    char dir[PATH_MAX];
+    int ok = d && b && realpath(dirname(d), dir) != NULL;
+    if (ok) ok = snprintf(out, size, "%s/%s", dir, basename(b)) < (int)size;
+    free(d);
+    free(b);
+    return ok;
+}
+
+int app_same_file(const char *a, const char *b)
+{
+    if (!a || !b) return 0;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ra[PATH_MAX + 256], rb[PATH_MAX + 256];
+    return resolved_path(a, ra, sizeof ra) && resolved_path(b, rb, sizeof rb) && strcmp(ra, rb) == 0;
+}
+
+int app_check_not_input(const char *out, const char *input, const char *what)
+{
+    if (!out || !input || !app_same_file(out, input)) return NF_OK;
+    return nf_error(NF_EINVAL, "%s: the output is the same file as the %s %s (writing it would destroy the input; "
+                               "choose another output file)", out, what, input);
 }

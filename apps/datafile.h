@@ -23,5 +23,12 @@ void app_data_free(app_data *d);
 /* Refuse to write to a path whose directory does not exist or is not writable (checked before any
  * work, so a bad -o fails fast and nothing is created). */
 int app_check_output(const char *path);
+/* 1 if a and b name the same file: the same device and inode when both exist (hard and symbolic
+ * links included), else the same resolved path. */
+int app_same_file(const char *a, const char *b);
+/* Refuse an output that is the same file as an input (`what` names the input for the message:
+ * "data file", "model"); NULL input or output passes.  Every command that writes a file checks
+ * each of its inputs with this before any work. */
+int app_check_not_input(const char *out, const char *input, const char *what);
 
 #endif

@@ -8,6 +8,7 @@
 #endif
 
 #include "apps/commands.h"
+#include "core/blas.h"
 #include "core/error.h"
 
 typedef struct {
@@ -24,6 +25,7 @@ static const command commands[] = {
     {"sample", nf_cmd_sample, "draw samples from a model"},
     {"info", nf_cmd_info, "show what a model file holds"},
     {"plot", nf_cmd_plot, "pictures: data, density and samples; pair plots; training history"},
+    {"tpp", nf_cmd_tpp, "temporal point processes: import event sequences, fit, evaluate"},
     {NULL, NULL, NULL},
 };
 
@@ -41,15 +43,24 @@ static void usage(FILE *out)
                  "  nf data make checkerboard -n 20000 --seed 2 -o test.h5\n"
                  "  nf eval model.h5 test.h5\n"
                  "  nf sample model.h5 -n 1000 -o samples.h5\n"
-                 "  nf plot model.h5 --data test.h5 -o density.png\n");
+                 "  nf plot model.h5 --data test.h5 -o density.png\n"
+                 "\nenvironment:\n"
+                 "  OMP_WAIT_POLICY   nf sets PASSIVE (idle threads sleep) and runs itself again once;\n"
+                 "                    a value you set is kept\n"
+                 "  NF_NO_REEXEC=1    do not run again (for debuggers and profilers; nf skips it by itself\n"
+                 "                    under valgrind)\n");
 }
 
 /* OpenMP threads that spin while OpenBLAS's own threads work fight over the cores: on two busy
  * cores a spinning wait policy made training 4x slower.  libgomp reads OMP_WAIT_POLICY only when it
- * loads, so set it and run ourselves again once (the user's own setting always wins). */
+ * loads, so set it and run ourselves again once (the user's own setting always wins).  Not under
+ * valgrind (its preloaded library is in LD_PRELOAD): the exec would leave the tool's control, and
+ * NF_NO_REEXEC=1 turns the re-exec off for any other tool that cannot follow it (gdb, perf). */
 static void prefer_passive_waiting(char **argv)
 {
+    const char *pre = getenv("LD_PRELOAD");
     if (getenv("OMP_WAIT_POLICY") || getenv("NF_NO_REEXEC")) return;
+    if (pre && (strstr(pre, "vgpreload") || strstr(pre, "valgrind"))) return;
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     setenv("NF_NO_REEXEC", "1", 1);
     execv("/proc/self/exe", argv);
@@ -76,8 +87,15 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    /* NF_KERNEL picks the matrix kernel (core/blas.h); a misspelt value would silently do nothing */
+    const char *kernel = getenv("NF_KERNEL");
+    if (kernel && *kernel && strcmp(kernel, "native") && strcmp(kernel, "blas") && strcmp(kernel, "openblas")) {
+        fprintf(stderr, "nf: NF_KERNEL='%s': expected 'native' (the default: AVX-512 where the CPU has it) or 'blas'\n",
+                kernel);
+        return 2;
+    }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-        printf("nf %s (%s build)\n", NF_VERSION, NF_REAL_NAME);
+        printf("nf %s (%s build; matrix kernel: %s)\n", NF_VERSION, NF_REAL_NAME, nf_blas_kernel_name());
         return 0;
     }
     for (const command *c = commands; c->name; c++)

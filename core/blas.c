@@ -1,22 +1,20 @@
-/* core/blas.c - matrix products: our AVX-512 kernel, or CBLAS (OpenBLAS).  See blas.h.
+/* core/blas.c - matrix products: nf's own AVX-512 kernel (core/blas_avx512.c) where the CPU has
+ * AVX-512, CBLAS (OpenBLAS) otherwise.  See blas.h.
  *
- * The native product, C = alpha op(A) op(B) + beta C, row-major, with V the vector width (16 floats
- * or 8 doubles) and NR = 2V:
- *   for each strip of NR columns of C (j0..j0+NR):
- *     for each block of KC rows of op(B) (k0..k0+KC):
- *       pack op(B)[k0:k0+kc, j0:j0+NR] row by row into a (kc, NR) buffer, zero-padded;
- *       for each tile of MR = 12 rows of C:  acc (MR x NR) = sum_k op(A)[i, k] (broadcast) * packed[k, :]
- *         C_tile = alpha acc + (k0 == 0 ? beta C_tile : C_tile)        (masked stores at the right edge)
- * so a tile's accumulators live in 24 registers, the packed strip (32 KB) in L1, and A is read
- * where it lies (row i of op(A) is A + i lda with unit step, or A + i with step lda when transposed).
- * Each element of C sums over k in the same order whatever the tiling and the thread split.
+ * The binary is built for the x86-64 baseline; only core/blas_avx512.c is compiled for AVX-512.
+ * Which kernel runs is decided once, at the first product: the native one when it is compiled in,
+ * cpuid reports AVX-512F (with the operating system saving its registers) and NF_KERNEL does not
+ * ask for OpenBLAS.
  */
 #include "core/blas.h"
 
 #include <cblas.h>
 
-#include "core/threads.h"
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "core/blas_avx512.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -35,6 +33,9 @@ void openblas_set_num_threads(int num_threads);
 
 static int blas_threads; /* 0: omp_get_max_threads() */
 static nf_blas_backend blas_backend = NF_BLAS_AUTO;
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int cpu_ok;      /* the kernel is compiled in and the CPU runs it */
+static int env_blas;    /* NF_KERNEL=blas (or openblas) */
 
 static void openblas_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
                           const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
@@ -52,291 +53,34 @@ int nf_blas_get_threads(void)
 #endif
 }
 
-#if defined(__AVX512F__)
-#define NATIVE 1
-#include <immintrin.h>
-
-#ifdef NF_DOUBLE
-typedef __m512d vec;
-typedef __mmask8 vmask;
-#define VW 8
-#define V_ZERO _mm512_setzero_pd
-#define V_SET1 _mm512_set1_pd
-#define V_LOAD _mm512_load_pd
-#define V_LOADU _mm512_loadu_pd
-#define V_STORE _mm512_store_pd
-#define V_FMA _mm512_fmadd_pd
-#define V_MUL _mm512_mul_pd
-#define V_ADD _mm512_add_pd
-#define V_MLOADU _mm512_maskz_loadu_pd
-#define V_MSTOREU _mm512_mask_storeu_pd
-#else
-typedef __m512 vec;
-typedef __mmask16 vmask;
-#define VW 16
-#define V_ZERO _mm512_setzero_ps
-#define V_SET1 _mm512_set1_ps
-#define V_LOAD _mm512_load_ps
-#define V_LOADU _mm512_loadu_ps
-#define V_STORE _mm512_store_ps
-#define V_FMA _mm512_fmadd_ps
-#define V_MUL _mm512_mul_ps
-#define V_ADD _mm512_add_ps
-#define V_MLOADU _mm512_maskz_loadu_ps
-#define V_MSTOREU _mm512_mask_storeu_ps
+/* Is the native kernel usable here, and did the environment ask for OpenBLAS? */
+static void probe(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    cpu_ok = nf_blas_avx512_compiled() && __builtin_cpu_supports("avx512f");
 #endif
-
-#define NR (2 * VW)
-#define MR 12
-#define KC 256
-/* Below this many flops (2 M N K) a product runs on one thread: waking a sleeping thread costs more. */
-#define PAR_MIN_FLOPS 4e6
-
-#ifdef NF_DOUBLE
-/* r[q][p] <- r[p][q], 8 x 8 doubles. */
-static inline void transpose(vec r[8])
-{
-    vec t[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm512_unpacklo_pd(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_pd(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++) {
-            r[4 * i + j] = _mm512_shuffle_f64x2(t[4 * i + j], t[4 * i + j + 2], 0x88);
-            r[4 * i + j + 2] = _mm512_shuffle_f64x2(t[4 * i + j], t[4 * i + j + 2], 0xdd);
-        }
-    for (int j = 0; j < 4; j++) {
-        t[j] = _mm512_shuffle_f64x2(r[j], r[j + 4], 0x88);
-        t[j + 4] = _mm512_shuffle_f64x2(r[j], r[j + 4], 0xdd);
-    }
-    for (int j = 0; j < 8; j++) r[j] = t[j];
-}
-#else
-/* r[q][p] <- r[p][q], 16 x 16 floats: 32-bit, 64-bit, then two rounds of 128-bit interleaves. */
-static inline void transpose(vec r[16])
-{
-    vec t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 4; j++) {
-            t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
-            t[8 * i + j + 4] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
-        }
-    for (int j = 0; j < 8; j++) {
-        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
-    }
-}
-#endif
-
-/* The first n lanes of a vector (n may be <= 0 or >= VW). */
-static inline vmask lanes(int n) { return n >= VW ? (vmask)~0u : n <= 0 ? (vmask)0 : (vmask)((1u << n) - 1); }
-
-/* dst (kc, NR) = op(B)[k0:k0+kc, j0:j0+nr], columns nr.. zero. */
-static __attribute__((noinline)) void pack_strip(nf_real *dst, int transB, const nf_real *B, int ldb, int k0, int kc, int j0, int nr)
-{
-    if (!transB) {
-        const vmask m0 = lanes(nr), m1 = lanes(nr - VW);
-        for (int k = 0; k < kc; k++) {
-            const nf_real *src = B + (size_t)(k0 + k) * ldb + j0;
-            V_STORE(dst + (size_t)k * NR, V_MLOADU(m0, src));
-            V_STORE(dst + (size_t)k * NR + VW, V_MLOADU(m1, src + VW));
-        }
-        return;
-    }
-    /* op(B)[k, j] = B[j, k]: square blocks of V x V transposed in registers, the edges one by one. */
-    if (nr < NR)
-        for (int k = 0; k < kc; k++)
-            for (int j = nr; j < NR; j++) dst[(size_t)k * NR + j] = 0;
-    int j = 0;
-    for (; j + VW <= nr; j += VW) {
-        const nf_real *src = B + (size_t)(j0 + j) * ldb + k0;
-        int k = 0;
-        for (; k + VW <= kc; k += VW) {
-            vec r[VW];
-#pragma GCC unroll 16
-            for (int q = 0; q < VW; q++) r[q] = V_LOADU(src + (size_t)q * ldb + k);
-            transpose(r);
-#pragma GCC unroll 16
-            for (int q = 0; q < VW; q++) V_STORE(dst + (size_t)(k + q) * NR + j, r[q]);
-        }
-        for (; k < kc; k++)
-            for (int q = 0; q < VW; q++) dst[(size_t)k * NR + j + q] = src[(size_t)q * ldb + k];
-    }
-    for (; j < nr; j++) {
-        const nf_real *src = B + (size_t)(j0 + j) * ldb + k0;
-        for (int k = 0; k < kc; k++) dst[(size_t)k * NR + j] = src[k];
-    }
+    const char *e = getenv("NF_KERNEL");
+    env_blas = e && (!strcmp(e, "blas") || !strcmp(e, "openblas"));
 }
 
-/* One tile: rows (mr <= R of them) of C from the rows of op(A) at a (row step ars, k step acs) and
- * the packed strip b; NV vectors (1 or 2) of columns, the first nr of them stored.  R and NV are
- * constants at every call, so the accumulators stay in registers.  Rows past mr repeat row 0. */
-static inline __attribute__((always_inline)) void tile(const int R, const int NV, int kc, const nf_real *a,
-                                                       long ars, long acs, const nf_real *b, nf_real *C, int ldc,
-                                                       int mr, int nr, nf_real alpha, nf_real beta, int first)
+static int native_active(void)
 {
-    vec c0[MR], c1[MR];
-    const nf_real *ar[MR];
-#pragma GCC unroll 12
-    for (int r = 0; r < R; r++) {
-        c0[r] = V_ZERO();
-        c1[r] = V_ZERO();
-        ar[r] = a + (r < mr ? r : 0) * ars;
-    }
-    for (int k = 0; k < kc; k++) {
-        const vec b0 = V_LOAD(b + (size_t)k * NR);
-        const vec b1 = NV > 1 ? V_LOAD(b + (size_t)k * NR + VW) : b0;
-#pragma GCC unroll 12
-        for (int r = 0; r < R; r++) {
-            const vec av = V_SET1(ar[r][k * acs]);
-            c0[r] = V_FMA(av, b0, c0[r]);
-            if (NV > 1) c1[r] = V_FMA(av, b1, c1[r]);
-        }
-    }
-    const vmask m0 = lanes(nr), m1 = lanes(nr - VW);
-    const vec va = V_SET1(alpha), vb = V_SET1(beta);
-#pragma GCC unroll 12
-    for (int r = 0; r < R; r++) {
-        if (r >= mr) break;
-        nf_real *cr = C + (size_t)r * ldc;
-        vec x0 = V_MUL(va, c0[r]), x1 = V_MUL(va, c1[r]);
-        if (!first) {
-            x0 = V_ADD(x0, V_MLOADU(m0, cr));
-            if (NV > 1) x1 = V_ADD(x1, V_MLOADU(m1, cr + VW));
-        } else if (beta != 0) {
-            x0 = V_FMA(vb, V_MLOADU(m0, cr), x0);
-            if (NV > 1) x1 = V_FMA(vb, V_MLOADU(m1, cr + VW), x1);
-        }
-        V_MSTOREU(cr, m0, x0);
-        if (NV > 1) V_MSTOREU(cr + VW, m1, x1);
-    }
+    pthread_once(&probe_once, probe);
+    if (!cpu_ok) return 0;
+    return blas_backend == NF_BLAS_NATIVE || (blas_backend == NF_BLAS_AUTO && !env_blas);
 }
 
-/* Rows i0..i1 of C against one packed strip: tiles of 12 rows; the rest in one tile of 12, 8 or 4
- * (its spare rows repeat the first). */
-static __attribute__((noinline)) void strip_rows(int NV, int i0, int i1, int kc, const nf_real *a, long ars, long acs, const nf_real *b,
-                       nf_real *C, int ldc, int nr, nf_real alpha, nf_real beta, int first)
+const char *nf_blas_kernel_name(void)
 {
-    int i = i0;
-#define TILE(R, V, MR_)                                                                                       \
-    tile(R, V, kc, a + i * ars, ars, acs, b, C + (size_t)i * ldc, ldc, MR_, nr, alpha, beta, first)
-    if (NV > 1) {
-        for (; i + MR <= i1; i += MR) TILE(MR, 2, MR);
-        const int rest = i1 - i;
-        if (rest > 8) TILE(MR, 2, rest);
-        else if (rest > 4) TILE(8, 2, rest);
-        else if (rest > 0) TILE(4, 2, rest);
-    } else {
-        for (; i + MR <= i1; i += MR) TILE(MR, 1, MR);
-        const int rest = i1 - i;
-        if (rest > 8) TILE(MR, 1, rest);
-        else if (rest > 4) TILE(8, 1, rest);
-        else if (rest > 0) TILE(4, 1, rest);
-    }
-#undef TILE
+    if (native_active()) return "nf-avx512";
+    if (!nf_blas_avx512_compiled()) return "openblas (the avx512 kernel is not in this build)";
+    if (!cpu_ok) return "openblas (this CPU has no AVX-512)";
+    if (blas_backend == NF_BLAS_OPENBLAS) return "openblas (chosen by the program)";
+    return "openblas (NF_KERNEL=blas)";
 }
 
-/* Strips s0..s1 and rows i0..i1 of C (one thread's share). */
-static void native_part(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-                        const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc, int s0, int s1, int i0, int i1)
-{
-    (void)M;
-    _Alignas(64) nf_real pack[KC * NR];
-    const long ars = transA ? 1 : lda, acs = transA ? lda : 1;
-    for (int s = s0; s < s1; s++) {
-        const int j0 = s * NR, nr = N - j0 < NR ? N - j0 : NR, nv = nr > VW ? 2 : 1;
-        for (int k0 = 0; k0 < K; k0 += KC) {
-            const int kc = K - k0 < KC ? K - k0 : KC;
-            pack_strip(pack, transB, B, ldb, k0, kc, j0, nr);
-            strip_rows(nv, i0, i1, kc, A + k0 * acs, ars, acs, pack, C + j0, ldc, nr, alpha, beta, k0 == 0);
-        }
-    }
-}
-
-/* A narrow C (N <= 8 columns) would fill a fraction of each vector: compute C^T = op(B)^T op(A)^T
- * instead (N rows, M columns: full vectors) in chunks of NARROW_CHUNK rows of C, and add it back
- * transposed.  Only when A is transposed (weight gradients dy^T x), so the new packed operand, A, is
- * packed without a transpose (otherwise packing would cost more than it saves).  The choice must
- * not depend on M: threads that split M must sum each element the same way. */
-#define NARROW_N 8
-#define NARROW_CHUNK 256
-static void native_narrow(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-                          const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
-{
-    _Alignas(64) nf_real T[NARROW_N * NARROW_CHUNK];
-    for (int i0 = 0; i0 < M; i0 += NARROW_CHUNK) {
-        const int mc = M - i0 < NARROW_CHUNK ? M - i0 : NARROW_CHUNK, strips = (mc + NR - 1) / NR;
-        const nf_real *Ai = transA ? A + i0 : A + (size_t)i0 * lda;
-        native_part(!transB, !transA, N, mc, K, alpha, B, ldb, Ai, lda, 0, T, mc, 0, strips, 0, N);
-        for (int i = 0; i < mc; i++) {
-            nf_real *c = C + (size_t)(i0 + i) * ldc;
-            for (int j = 0; j < N; j++) c[j] = T[(size_t)j * mc + i] + (beta == 0 ? 0 : beta * c[j]);
-        }
-    }
-}
-
-/* One product split into parts (nf_threads_run): by strips of columns when there are enough of
- * them, else by rows at multiples of MR. */
-typedef struct gemm_job {
-    int transA, transB, M, N, K, lda, ldb, ldc, strips;
-    nf_real alpha, beta;
-    const nf_real *A, *B;
-    nf_real *C;
-} gemm_job;
-
-static void gemm_part(void *arg, int part, int nparts)
-{
-    const gemm_job *g = arg;
-    if (g->strips >= 2 * nparts) {
-        const int s0 = (int)((long)g->strips * part / nparts), s1 = (int)((long)g->strips * (part + 1) / nparts);
-        native_part(g->transA, g->transB, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C,
-                    g->ldc, s0, s1, 0, g->M);
-        return;
-    }
-    const int tiles = (g->M + MR - 1) / MR;
-    int r0 = (int)((long)tiles * part / nparts) * MR, r1 = (int)((long)tiles * (part + 1) / nparts) * MR;
-    if (r1 > g->M) r1 = g->M;
-    if (r0 < r1)
-        native_part(g->transA, g->transB, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C,
-                    g->ldc, 0, g->strips, r0, r1);
-}
-
-static void native_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-                        const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
-{
-    if (N <= NARROW_N && transA) {
-        native_narrow(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    const int strips = (N + NR - 1) / NR;
-    int T = nf_blas_get_threads();
-    if (2.0 * M * N * K < PAR_MIN_FLOPS || nf_threads_in_parallel()) T = 1;
-    if (T > 1 && strips < 2 * T && M < 2 * MR * T) T = 1;
-    if (T <= 1) {
-        native_part(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 0, strips, 0, M);
-        return;
-    }
-    gemm_job g = {transA, transB, M, N, K, lda, ldb, ldc, strips, alpha, beta, A, B, C};
-    nf_threads_run(T, T, gemm_part, &g);
-}
-#else
-#define NATIVE 0
-#endif
-
-nf_blas_backend nf_blas_get_backend(void) { return NATIVE && blas_backend != NF_BLAS_OPENBLAS ? NF_BLAS_NATIVE : NF_BLAS_OPENBLAS; }
+nf_blas_backend nf_blas_get_backend(void) { return native_active() ? NF_BLAS_NATIVE : NF_BLAS_OPENBLAS; }
 
 nf_blas_backend nf_blas_set_backend(nf_blas_backend b)
 {
@@ -355,17 +99,15 @@ void nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const n
              const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
 {
     if (M <= 0 || N <= 0) return;
-#if NATIVE
-    if (blas_backend != NF_BLAS_OPENBLAS) {
+    if (native_active()) {
         if (K <= 0 || alpha == 0) { /* C = beta C (BLAS semantics: beta = 0 clears, even NaN) */
             for (int i = 0; i < M; i++)
                 for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
             return;
         }
-        native_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        nf_blas_avx512_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-#endif
     openblas_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

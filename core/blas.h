@@ -4,12 +4,14 @@
  * with lda/ldb/ldc the row strides of A, B and C as stored.  transA/transB are 0 or 1.
  *
  * Two implementations (backends):
- *   native    our own AVX-512 kernel (core/blas.c), compiled in when the build targets AVX-512
- *             (-march=native on such a machine).  It packs op(B) in strips of 2 vectors, broadcasts
- *             op(A) in place and keeps a 12 x 2-vector tile of C in registers.  On the machine nf is
- *             benchmarked on (AMD EPYC, AVX-512, OpenBLAS pinned to its Haswell kernels by
- *             OPENBLAS_CORETYPE) it runs the network's products 1.4-1.9x faster than OpenBLAS.
- *   openblas  CBLAS through OpenBLAS: every other machine, and on request.
+ *   native    our own AVX-512 kernel (core/blas_avx512.c, the one file compiled for AVX-512), used
+ *             where cpuid reports AVX-512F; the rest of nf is built for the x86-64 baseline, so the
+ *             same binary runs everywhere.  It packs op(B) in strips of 2 vectors, broadcasts
+ *             op(A) in place and keeps a 12 x 2-vector tile of C in registers.  On the machine nf was
+ *             first benchmarked on (AMD EPYC, AVX-512, OpenBLAS pinned to its Haswell kernels by
+ *             OPENBLAS_CORETYPE) it ran the network's products 1.4-1.9x faster than OpenBLAS.
+ *   openblas  CBLAS through OpenBLAS: CPUs without AVX-512, NF_KERNEL=blas in the environment (read
+ *             at the first product), and on request (nf_blas_set_backend).
  * nf_gemv and nf_axpy always use OpenBLAS.
  *
  * Threads (decided by measuring on the 2-core benchmark VM, see core/threads.h):
@@ -47,10 +49,14 @@ void nf_blas_set_threads(int n);
 int nf_blas_get_threads(void);
 
 typedef enum nf_blas_backend { NF_BLAS_AUTO = 0, NF_BLAS_OPENBLAS = 1, NF_BLAS_NATIVE = 2 } nf_blas_backend;
-/* Pick the backend: AUTO (the default) is NATIVE where compiled in.  Returns the backend now in use
- * (NF_BLAS_OPENBLAS when NATIVE was asked for but is not compiled in).  Not thread-safe: call it
- * before the products start, as nf_blas_set_threads. */
+/* Pick the backend: AUTO (the default) is NATIVE where the kernel is compiled in and the CPU has
+ * AVX-512, unless NF_KERNEL=blas (or openblas) is set; an explicit NATIVE ignores NF_KERNEL.
+ * Returns the backend now in use (NF_BLAS_OPENBLAS when NATIVE cannot run here).  Not thread-safe:
+ * call it before the products start, as nf_blas_set_threads. */
 nf_blas_backend nf_blas_set_backend(nf_blas_backend b);
 nf_blas_backend nf_blas_get_backend(void);
+/* The kernel nf_gemm runs now, in words, with the reason when it is OpenBLAS:
+ * "nf-avx512", "openblas (this CPU has no AVX-512)", "openblas (NF_KERNEL=blas)", ... */
+const char *nf_blas_kernel_name(void);
 
 #endif

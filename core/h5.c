@@ -4,7 +4,17 @@
  * fsync), so the file at <path> is always either the old one or the complete new one.  Every HDF5
  * call's failure becomes an NF_E* code with a message naming the file and the object; HDF5's own
  * error stack printing is switched off once, before the first call.
+ *
+ * Corruption is detected, not computed with: files are written in the HDF5 1.10 format (object
+ * headers, superblock and chunk indexes carry checksums), every non-empty dataset is chunked with
+ * the Fletcher32 checksum filter, and strings are fixed-length (no global heap, whose damage
+ * crashes libhdf5 1.10).  Readers still take variable-length strings and unfiltered datasets
+ * (older nf files, h5py), and check a dataset's stored size against its declared shape before
+ * allocating for it.
  */
+#ifdef __linux__
+#define _GNU_SOURCE /* memfd_create */
+#endif
 #include "core/h5.h"
 
 #include <errno.h>
@@ -14,8 +24,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <dirent.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#endif
 
 #define OBJ_MAX 1024 /* longest object path we accept */
+#ifndef CHUNK_BYTES
+#define CHUNK_BYTES 16384 /* target chunk size: small enough for --stream's scattered row reads */
+#endif
+#define CORE_INCREMENT (1 << 16) /* a writer's in-memory file grows by this much at a time */
 
 struct nf_h5 {
     hid_t fid;
@@ -41,14 +60,25 @@ static char *dup_str(const char *s)
     return p;
 }
 
-/* File access: close every object with the file, and tolerate file systems without locks. */
-static hid_t make_fapl(void)
+/* File access: close every object with the file, and tolerate file systems without locks.  A
+ * writer uses the 1.10 file format, whose metadata (superblock, object headers, chunk indexes)
+ * carries checksums; such files need HDF5 1.10 or newer to read.  A writer also builds the file in
+ * memory (HDF5's core driver, written to the temporary file when flushed at commit): a write that
+ * fails there, on a full disk, leaves HDF5's metadata cache intact, where a failed flush of the
+ * default driver leaves a file that can no longer be closed.  The memory is the file's size. */
+static hid_t make_fapl(int writing)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl < 0) return fapl;
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
 #if H5_VERSION_GE(1, 10, 7)
     H5Pset_file_locking(fapl, 1, 1);
+#endif
+    if (writing) H5Pset_fapl_core(fapl, CORE_INCREMENT, 1);
+#if H5_VERSION_GE(1, 10, 2)
+    if (writing) H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
+#else
+    if (writing) H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
 #endif
     return fapl;
 }
@@ -165,7 +195,7 @@ int nf_h5_create(nf_h5 **out, const char *path, const char *format, int version)
         return rc;
     }
     fclose(probe);
-    hid_t fapl = make_fapl();
+    hid_t fapl = make_fapl(1);
     f->fid = H5Fcreate(f->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (f->fid < 0) {
@@ -183,6 +213,37 @@ int nf_h5_create(nf_h5 **out, const char *path, const char *format, int version)
     }
     *out = f;
     return NF_OK;
+}
+
+/* The descriptors HDF5 holds on the temporary file of a writer that failed or is thrown away are
+ * pointed at an anonymous in-memory file: HDF5 still writes the file out when it is closed, and if
+ * that fails too (a full disk) HDF5 1.10 keeps a half-destroyed file that crashes its exit handler
+ * (H5F__close_cb).  The last writes succeed there and vanish; the temporary file is removed
+ * anyway.  The descriptors are found by the file's device and inode (Linux: /proc/self/fd). */
+static void divert_writes(const nf_h5 *f)
+{
+#ifdef __linux__
+    struct stat want, have;
+    if (!f->tmp || stat(f->tmp, &want) != 0) return;
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir) return;
+    int skip = dirfd(dir);
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end || end == e->d_name || fd == skip || fstat((int)fd, &have) != 0) continue;
+        if (have.st_dev != want.st_dev || have.st_ino != want.st_ino) continue;
+        int sink = memfd_create("nf-discarded", 0);
+        if (sink < 0) sink = open("/dev/null", O_WRONLY);
+        if (sink < 0) break;
+        dup2(sink, (int)fd);
+        close(sink);
+    }
+    closedir(dir);
+#else
+    (void)f;
+#endif
 }
 
 static void fsync_parent_dir(const char *path)
@@ -207,7 +268,10 @@ int nf_h5_commit(nf_h5 *f)
         return rc;
     }
     int rc = NF_OK;
-    if (H5Fflush(f->fid, H5F_SCOPE_GLOBAL) < 0) rc = nf_error(NF_EIO, "%s: cannot flush %s", f->path, f->tmp);
+    if (H5Fflush(f->fid, H5F_SCOPE_GLOBAL) < 0) {
+        rc = nf_error(NF_EIO, "%s: cannot write %s (disk full?)", f->path, f->tmp);
+        divert_writes(f);
+    }
     if (H5Fclose(f->fid) < 0 && rc == NF_OK) rc = nf_error(NF_EIO, "%s: cannot close %s", f->path, f->tmp);
     if (rc == NF_OK) {
         int fd = open(f->tmp, O_RDONLY);
@@ -225,6 +289,7 @@ int nf_h5_commit(nf_h5 *f)
 void nf_h5_abort(nf_h5 *f)
 {
     if (!f) return;
+    if (f->tmp) divert_writes(f);
     H5Fclose(f->fid);
     if (f->tmp) remove(f->tmp);
     h5_free(f);
@@ -252,7 +317,7 @@ int nf_h5_open(nf_h5 **out, const char *path, const char *format, int max_versio
         free(f);
         return nf_error(NF_ENOMEM, "%s: out of memory opening the file", path);
     }
-    hid_t fapl = make_fapl();
+    hid_t fapl = make_fapl(0);
     f->fid = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     if (f->fid < 0) {
@@ -308,6 +373,31 @@ static int prepare_dataset(nf_h5 *f, const char *path)
     return NF_OK;
 }
 
+/* Creation properties of a dataset of `rank` dims and elements of elsize bytes: chunks of whole
+ * rows (about CHUNK_BYTES, at least one row; a row longer than that is cut in column blocks), each
+ * with a Fletcher32 checksum that HDF5 verifies on every read.  An empty dataset has no chunks
+ * (HDF5 requires chunk dimensions > 0) and stays contiguous. */
+static hid_t checked_dcpl(int rank, const hsize_t *dims, size_t elsize)
+{
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (dcpl < 0) return dcpl;
+    if (dims[0] == 0 || (rank == 2 && dims[1] == 0)) return dcpl;
+    hsize_t chunk[2];
+    hsize_t per = CHUNK_BYTES / elsize; /* elements per chunk */
+    if (rank == 1) {
+        chunk[0] = dims[0] < per ? dims[0] : per;
+    } else {
+        chunk[1] = dims[1] < per ? dims[1] : per;
+        hsize_t r = per / chunk[1];
+        chunk[0] = r < 1 ? 1 : r > dims[0] ? dims[0] : r;
+    }
+    if (H5Pset_chunk(dcpl, rank, chunk) < 0 || H5Pset_fletcher32(dcpl) < 0) {
+        H5Pclose(dcpl);
+        return -1;
+    }
+    return dcpl;
+}
+
 static int write_array(nf_h5 *f, const char *path, hid_t ftype, hid_t mtype, const void *x, size_t rows,
                        size_t cols)
 {
@@ -315,13 +405,18 @@ static int write_array(nf_h5 *f, const char *path, hid_t ftype, hid_t mtype, con
     size_t count = cols ? rows * cols : rows;
     if (count && !x) return nf_error(NF_EINVAL, "%s: no data given for dataset %s", f->path, path);
     hsize_t dims[2] = {rows, cols};
-    hid_t space = H5Screate_simple(cols ? 2 : 1, dims, NULL);
-    hid_t d = space < 0 ? -1 : H5Dcreate2(f->fid, path, ftype, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rank = cols ? 2 : 1;
+    hid_t space = H5Screate_simple(rank, dims, NULL);
+    hid_t dcpl = checked_dcpl(rank, dims, H5Tget_size(ftype));
+    hid_t d = space < 0 || dcpl < 0 ? -1 : H5Dcreate2(f->fid, path, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     int rc = NF_OK;
     if (d < 0) rc = nf_error(NF_EIO, "%s: cannot create dataset %s (%zu x %zu)", f->path, path, rows, cols);
     else if (count && H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0)
         rc = nf_error(NF_EIO, "%s: cannot write dataset %s (disk full?)", f->path, path);
-    if (d >= 0) H5Dclose(d);
+    /* closing flushes the last chunks: a full disk can show here first */
+    if (d >= 0 && H5Dclose(d) < 0 && rc == NF_OK)
+        rc = nf_error(NF_EIO, "%s: cannot write dataset %s (disk full?)", f->path, path);
+    if (dcpl >= 0) H5Pclose(dcpl);
     if (space >= 0) H5Sclose(space);
     return rc;
 }
@@ -361,26 +456,46 @@ static hid_t vlen_str(H5T_cset_t cset)
     return t;
 }
 
-static hid_t vlen_utf8(void) { return vlen_str(H5T_CSET_UTF8); }
+/* A fixed-length UTF-8 string type of len bytes (at least 1), NUL-padded: what nf writes, so its
+ * strings live in the object (checksummed with it), not in a global heap. */
+static hid_t fixed_utf8(size_t len)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0) return t;
+    if (H5Tset_size(t, len ? len : 1) < 0 || H5Tset_strpad(t, H5T_STR_NULLPAD) < 0 ||
+        H5Tset_cset(t, H5T_CSET_UTF8) < 0) {
+        H5Tclose(t);
+        return -1;
+    }
+    return t;
+}
 
 int nf_h5_write_strings(nf_h5 *f, const char *path, const char *const *s, size_t n)
 {
     NF_TRY(prepare_dataset(f, path));
-    const char **copy = nf_calloc(n, sizeof *copy, "a string list");
-    if (!copy) return NF_ENOMEM;
-    for (size_t i = 0; i < n; i++) copy[i] = s[i] ? s[i] : "";
+    size_t len = 1;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] && strlen(s[i]) > len) len = strlen(s[i]);
+    if (n && len > SIZE_MAX / n) return nf_error(NF_ENOMEM, "%s: string dataset %s is too large", f->path, path);
+    char *buf = nf_calloc(n ? n * len : 1, 1, "a string list");
+    if (!buf) return NF_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (s[i]) memcpy(buf + i * len, s[i], strlen(s[i])); /* NUL-padded, no terminator when full */
     hsize_t dims[1] = {n};
-    hid_t t = vlen_utf8();
+    hid_t t = fixed_utf8(len);
     hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t d = (t < 0 || space < 0) ? -1 : H5Dcreate2(f->fid, path, t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t dcpl = checked_dcpl(1, dims, len);
+    hid_t d = (t < 0 || space < 0 || dcpl < 0) ? -1 : H5Dcreate2(f->fid, path, t, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     int rc = NF_OK;
     if (d < 0) rc = nf_error(NF_EIO, "%s: cannot create string dataset %s", f->path, path);
-    else if (n && H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, copy) < 0)
-        rc = nf_error(NF_EIO, "%s: cannot write string dataset %s", f->path, path);
-    if (d >= 0) H5Dclose(d);
+    else if (n && H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
+        rc = nf_error(NF_EIO, "%s: cannot write string dataset %s (disk full?)", f->path, path);
+    if (d >= 0 && H5Dclose(d) < 0 && rc == NF_OK)
+        rc = nf_error(NF_EIO, "%s: cannot write string dataset %s (disk full?)", f->path, path);
+    if (dcpl >= 0) H5Pclose(dcpl);
     if (space >= 0) H5Sclose(space);
     if (t >= 0) H5Tclose(t);
-    free(copy);
+    free(buf);
     return rc;
 }
 
@@ -423,6 +538,47 @@ int nf_h5_shape(nf_h5 *f, const char *path, int *rank, size_t dims[2])
     return rc;
 }
 
+/* The file must hold the count elements a dataset declares (at least min_el bytes each) before
+ * anything is allocated for them: a dataset declared 1e8 x 10 but never written (or cut short)
+ * would otherwise cost gigabytes of fill values.  Compressed, external and virtual datasets
+ * (foreign files) can legitimately store fewer bytes and are not checked. */
+static int check_stored(nf_h5 *f, const char *path, hid_t d, size_t count, size_t min_el)
+{
+    if (!count) return NF_OK;
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0) return nf_error(NF_EIO, "%s: cannot read the layout of dataset %s", f->path, path);
+    int skip = H5Pget_layout(dcpl) == H5D_VIRTUAL || H5Pget_external_count(dcpl) > 0;
+    int nfilt = H5Pget_nfilters(dcpl);
+    for (int i = 0; i < nfilt && !skip; i++) {
+        unsigned flags = 0;
+        size_t nelmts = 0;
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nelmts, NULL, 0, NULL, NULL);
+        if (id != H5Z_FILTER_FLETCHER32 && id != H5Z_FILTER_SHUFFLE) skip = 1; /* compression */
+    }
+    H5Pclose(dcpl);
+    if (skip) return NF_OK;
+    double want = (double)count * (double)min_el, have = (double)H5Dget_storage_size(d);
+    if (have < want)
+        return nf_error(NF_EFORMAT, "%s: dataset %s declares %zu values (%.0f bytes) but the file stores %.0f bytes "
+                                    "of them (an unfinished or damaged file)", f->path, path, count, want, have);
+    return NF_OK;
+}
+
+int nf_h5_check_stored(nf_h5 *f, const char *path)
+{
+    hid_t d;
+    NF_TRY(open_dataset(f, path, "an array", &d));
+    hid_t t = H5Dget_type(d), space = H5Dget_space(d);
+    hssize_t np = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+    size_t el = t < 0 ? 0 : H5Tis_variable_str(t) > 0 ? 1 : H5Tget_size(t);
+    int rc = t < 0 || np < 0 ? nf_error(NF_EIO, "%s: cannot read the type and shape of dataset %s", f->path, path)
+                             : check_stored(f, path, d, (size_t)np, el);
+    if (t >= 0) H5Tclose(t);
+    if (space >= 0) H5Sclose(space);
+    H5Dclose(d);
+    return rc;
+}
+
 /* Read a numeric dataset of any stored type into a new array of mtype (elsize bytes each). */
 static int read_array(nf_h5 *f, const char *path, hid_t mtype, size_t elsize, void **x, size_t *rows, size_t *cols)
 {
@@ -433,6 +589,7 @@ static int read_array(nf_h5 *f, const char *path, hid_t mtype, size_t elsize, vo
     size_t dims[2];
     hid_t t = H5Dget_type(d);
     H5T_class_t c = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
+    size_t fsize = t < 0 ? 0 : H5Tget_size(t);
     if (t >= 0) H5Tclose(t);
     if (c != H5T_INTEGER && c != H5T_FLOAT)
         rc = nf_error(NF_EFORMAT, "%s: dataset %s holds %s, not numbers", f->path, path,
@@ -441,10 +598,12 @@ static int read_array(nf_h5 *f, const char *path, hid_t mtype, size_t elsize, vo
     if (rc == NF_OK && dims[1] && dims[0] > SIZE_MAX / dims[1] / elsize)
         rc = nf_error(NF_ENOMEM, "%s: dataset %s (%zu x %zu) is too large for memory", f->path, path, dims[0], dims[1]);
     size_t count = rc == NF_OK ? dims[0] * dims[1] : 0;
+    if (rc == NF_OK) rc = check_stored(f, path, d, count, fsize);
     if (rc == NF_OK && !(*x = malloc(count ? count * elsize : elsize)))
         rc = nf_error(NF_ENOMEM, "%s: out of memory reading dataset %s (%zu x %zu)", f->path, path, dims[0], dims[1]);
     if (rc == NF_OK && count && H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, *x) < 0)
-        rc = nf_error(NF_EIO, "%s: cannot read dataset %s (damaged file?)", f->path, path);
+        rc = nf_error(NF_EIO, "%s: cannot read dataset %s (damaged file: a checksum or structure error)", f->path,
+                      path);
     H5Dclose(d);
     if (rc != NF_OK) {
         free(*x);
@@ -525,6 +684,7 @@ int nf_h5_read_strings(nf_h5 *f, const char *path, char ***s, size_t *n)
     else if (H5Tget_class(ft) != H5T_STRING)
         rc = nf_error(NF_EFORMAT, "%s: dataset %s does not hold strings", f->path, path);
     size_t count = np > 0 ? (size_t)np : 0;
+    if (rc == NF_OK) rc = check_stored(f, path, d, count, H5Tis_variable_str(ft) > 0 ? 1 : H5Tget_size(ft));
     char **out = rc == NF_OK ? nf_calloc(count, sizeof *out, "a string list") : NULL;
     if (rc == NF_OK && !out) rc = NF_ENOMEM;
     if (rc == NF_OK && count && H5Tis_variable_str(ft) > 0) {
@@ -532,7 +692,7 @@ int nf_h5_read_strings(nf_h5 *f, const char *path, char ***s, size_t *n)
         char **raw = nf_calloc(count, sizeof *raw, "a string list");
         if (!raw) rc = NF_ENOMEM;
         else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0)
-            rc = nf_error(NF_EIO, "%s: cannot read string dataset %s", f->path, path);
+            rc = nf_error(NF_EIO, "%s: cannot read string dataset %s (damaged file?)", f->path, path);
         else {
             for (size_t i = 0; i < count && rc == NF_OK; i++)
                 if (!(out[i] = dup_str(raw[i] ? raw[i] : ""))) rc = nf_error(NF_ENOMEM, "%s: out of memory", f->path);
@@ -549,7 +709,8 @@ int nf_h5_read_strings(nf_h5 *f, const char *path, char ***s, size_t *n)
         char *raw = len && count <= SIZE_MAX / len ? malloc(count * len) : NULL;
         if (!raw) rc = nf_error(NF_ENOMEM, "%s: out of memory reading string dataset %s", f->path, path);
         else if (H5Dread(d, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0)
-            rc = nf_error(NF_EIO, "%s: cannot read string dataset %s", f->path, path);
+            rc = nf_error(NF_EIO, "%s: cannot read string dataset %s (damaged file: a checksum or structure error)",
+                          f->path, path);
         for (size_t i = 0; i < count && rc == NF_OK; i++)
             if (!(out[i] = fixed_str(raw + i * len, len, H5Tget_strpad(ft))))
                 rc = nf_error(NF_ENOMEM, "%s: out of memory", f->path);
@@ -597,9 +758,16 @@ static int attr_set(nf_h5 *f, const char *obj, const char *name, hid_t ftype, hi
 
 int nf_h5_attr_set_string(nf_h5 *f, const char *obj, const char *name, const char *value)
 {
-    hid_t t = vlen_utf8();
-    int rc = attr_set(f, obj, name, t, t, &value);
-    H5Tclose(t);
+    if (!value) value = "";
+    size_t len = strlen(value);
+    char *buf = calloc(len ? len : 1, 1);
+    if (!buf) return nf_error(NF_ENOMEM, "%s: out of memory writing attribute '%s'", f->path, name);
+    memcpy(buf, value, len);
+    hid_t t = fixed_utf8(len);
+    int rc = t < 0 ? nf_error(NF_EIO, "%s: cannot make a string type for attribute '%s'", f->path, name)
+                   : attr_set(f, obj, name, t, t, buf);
+    if (t >= 0) H5Tclose(t);
+    free(buf);
     return rc;
 }
 

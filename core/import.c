@@ -9,6 +9,7 @@
  * does not depend on the host's byte order.
  */
 #include "core/import.h"
+#include "core/import_plan.h"
 
 #include <errno.h>
 #include <math.h>
@@ -23,8 +24,14 @@ void nf_table_free(nf_table *t)
     if (!t) return;
     if (t->names)
         for (size_t j = 0; j < t->d; j++) free(t->names[j]);
+    if (t->ctx_names)
+        for (size_t j = 0; j < t->c; j++) free(t->ctx_names[j]);
+    for (size_t j = 0; t->skipped && j < t->n_skipped; j++) free(t->skipped[j]);
     free(t->names);
     free(t->x);
+    free(t->ctx);
+    free(t->ctx_names);
+    free(t->skipped);
     memset(t, 0, sizeof *t);
 }
 
@@ -198,15 +205,20 @@ static size_t count_non_numbers(const fields *v)
 
 typedef struct {
     const char *path;
-    double *x;
+    double *x;       /* (cap, d) the data columns */
+    int32_t *cat;    /* (cap, plan->nctx) category indices of the context columns */
     size_t n, d, cap;
+    size_t nf;       /* fields on every line */
     size_t ref_line; /* the first data line: the field count every row must match */
+    nf_colplan *plan;
+    char **names;    /* (nf) every column's name, for messages */
 } csv_rows;
 
 static int add_row(csv_rows *t, const fields *v, size_t lineno)
 {
-    if (v->n != t->d)
-        return nf_error(NF_EDATA, "%s line %zu: %zu fields, expected %zu as on line %zu", t->path, lineno, v->n, t->d,
+    nf_colplan *p = t->plan;
+    if (v->n != t->nf)
+        return nf_error(NF_EDATA, "%s line %zu: %zu fields, expected %zu as on line %zu", t->path, lineno, v->n, t->nf,
                         t->ref_line);
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 1024;
@@ -215,15 +227,34 @@ static int add_row(csv_rows *t, const fields *v, size_t lineno)
         double *x = realloc(t->x, cap * t->d * sizeof(double));
         if (!x) return nf_error(NF_ENOMEM, "%s: out of memory at line %zu (%zu rows read)", t->path, lineno, t->n);
         t->x = x;
+        if (p->nctx) {
+            int32_t *c = realloc(t->cat, cap * p->nctx * sizeof *c);
+            if (!c) return nf_error(NF_ENOMEM, "%s: out of memory at line %zu (%zu rows read)", t->path, lineno, t->n);
+            t->cat = c;
+        }
         t->cap = cap;
     }
     double *row = t->x + t->n * t->d;
-    for (size_t j = 0; j < t->d; j++) {
+    for (size_t j = 0; j < t->nf; j++) {
         const char *s = v->f[j];
+        int r = p->role[j];
+        if (r == -1) continue;
+        if (r <= -2) {
+            size_t m = (size_t)(-2 - r);
+            int rc = nf_colplan_category(p, m, s, &t->cat[t->n * p->nctx + m]);
+            if (rc != NF_OK)
+                return nf_error_context(rc, "%s line %zu, column %zu ('%s')", t->path, lineno, j + 1, t->names[j]);
+            continue;
+        }
         if (!*s) return nf_error(NF_EDATA, "%s line %zu, column %zu: empty field (expected a number)", t->path, lineno, j + 1);
-        if (!parse_number(s, &row[j]))
-            return nf_error(NF_EDATA, "%s line %zu, column %zu: '%.40s%s' is not a number", t->path, lineno, j + 1, s,
-                            strlen(s) > 40 ? "..." : "");
+        if (!parse_number(s, &row[r])) {
+            if (p->strict)
+                return nf_error(NF_EDATA, "%s line %zu, column %zu: '%.40s%s' is not a number", t->path, lineno, j + 1,
+                                s, strlen(s) > 40 ? "..." : "");
+            return nf_error(NF_EDATA, "%s line %zu, column %zu: '%.40s%s' is not a number (column '%s'; a text column "
+                                      "can be left out with --drop or be a categorical --context)",
+                            t->path, lineno, j + 1, s, strlen(s) > 40 ? "..." : "", t->names[j]);
+        }
     }
     t->n++;
     return NF_OK;
@@ -231,13 +262,20 @@ static int add_row(csv_rows *t, const fields *v, size_t lineno)
 
 int nf_import_csv(const char *path, const nf_csv_options *opt, nf_table *out)
 {
+    return nf_import_csv_select(path, opt, NULL, out);
+}
+
+int nf_import_csv_select(const char *path, const nf_csv_options *opt, const nf_import_select *sel, nf_table *out)
+{
     static const nf_csv_options detect = {0, -1};
     memset(out, 0, sizeof *out);
     if (!opt) opt = &detect;
     reader r = {fopen(path, "r"), NULL, 0, 0};
     if (!r.fp) return nf_error(NF_EIO, "%s: cannot open (%s)", path, strerror(errno));
     fields v1 = {0}, v2 = {0};
-    csv_rows t = {path, NULL, 0, 0, 0, 0};
+    nf_colplan plan = {0};
+    nf_table all = {0}; /* every column's name (no data) */
+    csv_rows t = {.path = path, .plan = &plan};
     char *l1 = NULL, *l2 = NULL, *s;
     size_t ln1 = 0, ln2 = 0;
     int rc = NF_OK, header = opt->header, split2 = 0;
@@ -254,15 +292,23 @@ int nf_import_csv(const char *path, const nf_csv_options *opt, nf_table *out)
         if (bad1 && l2 && (rc = split(l2, delim, &v2, path, ln2)) == NF_OK) split2 = 1;
         header = bad1 && (!l2 || count_non_numbers(&v2) == 0 || bad1 == v1.n);
     }
-    t.d = v1.n;
+    t.nf = v1.n;
     if (rc == NF_OK && header) {
         if (!l2) rc = nf_error(NF_EDATA, "%s: no data rows (only the header on line %zu)", path, ln1);
         if (rc == NF_OK && !split2) rc = split(l2, delim, &v2, path, ln2);
-        if (rc == NF_OK && v2.n != t.d)
+        if (rc == NF_OK && v2.n != t.nf)
             rc = nf_error(NF_EDATA, "%s line %zu: %zu fields, expected %zu as in the header on line %zu", path, ln2,
-                          v2.n, t.d, ln1);
+                          v2.n, t.nf, ln1);
+    }
+    /* the names (header or x0..), then the plan, which looks at the first data row for text */
+    all.d = t.nf;
+    if (rc == NF_OK) rc = make_names(&all, header ? v1.f : NULL, path);
+    if (rc == NF_OK) rc = nf_colplan_make(&plan, path, all.names, t.nf, header ? v2.f : v1.f, sel);
+    t.names = all.names;
+    t.d = plan.d;
+    if (rc == NF_OK && header) {
         t.ref_line = ln2;
-        if (rc == NF_OK) rc = add_row(&t, &v2, ln2);
+        rc = add_row(&t, &v2, ln2);
     } else if (rc == NF_OK) {
         t.ref_line = ln1;
         rc = add_row(&t, &v1, ln1);
@@ -277,10 +323,13 @@ int nf_import_csv(const char *path, const nf_csv_options *opt, nf_table *out)
         out->d = t.d;
         out->x = t.x;
         t.x = NULL;
-        rc = make_names(out, header ? v1.f : NULL, path);
+        rc = nf_colplan_finish(&plan, all.names, t.cat, out);
         if (rc != NF_OK) nf_table_free(out);
     }
     free(t.x);
+    free(t.cat);
+    nf_colplan_free(&plan);
+    nf_table_free(&all);
     free(v1.f);
     free(v2.f);
     free(l1);
@@ -501,7 +550,20 @@ int nf_import_npy(const char *path, nf_table *out)
 
 /* ---- choosing the importer, validation ------------------------------------------------------- */
 
-int nf_import_file(const char *path, nf_table *out)
+int nf_import_file(const char *path, nf_table *out) { return nf_import_file_select(path, NULL, NULL, out); }
+
+/* An NPY file with a selection: the whole array, then the chosen columns. */
+static int npy_select(const char *path, const nf_import_select *sel, nf_table *out)
+{
+    if (!sel) return nf_import_npy(path, out);
+    nf_table all;
+    NF_TRY(nf_import_npy(path, &all));
+    int rc = nf_table_select(path, &all, sel, out);
+    nf_table_free(&all);
+    return rc;
+}
+
+int nf_import_file_select(const char *path, const nf_csv_options *opt, const nf_import_select *sel, nf_table *out)
 {
     memset(out, 0, sizeof *out);
     unsigned char magic[8] = {0};
@@ -509,17 +571,18 @@ int nf_import_file(const char *path, nf_table *out)
     if (!fp) return nf_error(NF_EIO, "%s: cannot open (%s)", path, strerror(errno));
     size_t got = fread(magic, 1, sizeof magic, fp);
     fclose(fp);
-    if (got >= 6 && memcmp(magic, "\x93NUMPY", 6) == 0) return nf_import_npy(path, out);
+    if (got >= 6 && memcmp(magic, "\x93NUMPY", 6) == 0) return npy_select(path, sel, out);
     if (got == 8 && memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0)
         return nf_error(NF_EFORMAT, "%s: an HDF5 file, not CSV or NPY (HDF5 data needs no import)", path);
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
     const char *ext = dot && (!slash || dot > slash) ? dot + 1 : "";
-    if (!strcasecmp(ext, "npy")) return nf_import_npy(path, out);
-    if (!strcasecmp(ext, "tsv")) {
+    if (!strcasecmp(ext, "npy")) return npy_select(path, sel, out);
+    if (!strcasecmp(ext, "tsv") && !opt) {
         nf_csv_options o = {'\t', -1};
-        return nf_import_csv(path, &o, out);
+        return nf_import_csv_select(path, &o, sel, out);
     }
-    if (!strcasecmp(ext, "csv") || !strcasecmp(ext, "txt")) return nf_import_csv(path, NULL, out);
+    if (!strcasecmp(ext, "csv") || !strcasecmp(ext, "txt") || !strcasecmp(ext, "tsv"))
+        return nf_import_csv_select(path, opt, sel, out);
     return nf_error(NF_EFORMAT, "%s: unknown file type (expected .csv, .tsv, .txt or .npy)", path);
 }
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/simd.h"
 
 nf_params *nf_params_alloc(void) { return nf_calloc(1, sizeof(nf_params), "parameter store"); }
 
@@ -83,7 +84,7 @@ int nf_params_copy(nf_params *dst, const nf_params *src, int with_state)
     return NF_OK;
 }
 
-double nf_params_grad_norm(const nf_params *P)
+NF_SIMD_CLONES static double nf_params_grad_norm_simd(const nf_params *P)
 {
     /* One thread, vector lanes summed in a fixed order: the same value for any thread count. */
     double s = 0;
@@ -91,6 +92,12 @@ double nf_params_grad_norm(const nf_params *P)
 #pragma omp simd reduction(+ : s)
     for (size_t i = 0; i < P->n; i++) s += (double)g[i] * g[i];
     return sqrt(s);
+}
+
+/* The exported name calls the clones (a multiversioned function must be static for clang). */
+double nf_params_grad_norm(const nf_params *P)
+{
+    return nf_params_grad_norm_simd(P);
 }
 
 int nf_params_all_finite(const nf_params *P)

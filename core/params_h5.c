@@ -7,6 +7,7 @@
  */
 #include "core/params.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,21 @@ static int read_vector(nf_h5 *f, const char *where, const char *group, const cha
     return NF_OK;
 }
 
+/* Every loaded number must be finite (and Adam's second moments >= 0): a damaged file is an error
+ * naming the entry and its slice, never a model that computes NaN. */
+static int check_finite(const nf_params *P, const char *where, const char *name, const nf_real *x, int nonneg)
+{
+    for (size_t i = 0; i < P->n; i++) {
+        if (isfinite(x[i]) && !(nonneg && x[i] < 0)) continue;
+        const char *slice = "?";
+        for (size_t s = 0; s < P->nslices; s++)
+            if (i >= P->slices[s].offset && i < P->slices[s].offset + P->slices[s].size) slice = P->slices[s].name;
+        return nf_error(NF_EFORMAT, "%s: '%s' entry %zu (parameter '%s') is %g (expected a finite number%s)", where,
+                        name, i, slice, (double)x[i], nonneg ? " >= 0" : "");
+    }
+    return NF_OK;
+}
+
 int nf_params_load(nf_params *P, nf_h5 *f, const char *group, int with_state)
 {
     char where[GROUP_MAX + 256], path[GROUP_MAX];
@@ -111,6 +127,9 @@ int nf_params_load(nf_params *P, nf_h5 *f, const char *group, int with_state)
     if (rc == NF_OK) rc = read_vector(f, where, group, "value", P->n, &value);
     if (rc == NF_OK && with_state) rc = read_vector(f, where, group, "m", P->n, &m);
     if (rc == NF_OK && with_state) rc = read_vector(f, where, group, "v", P->n, &v);
+    if (rc == NF_OK) rc = check_finite(P, where, "value", value, 0);
+    if (rc == NF_OK && with_state) rc = check_finite(P, where, "m", m, 0);
+    if (rc == NF_OK && with_state) rc = check_finite(P, where, "v", v, 1);
     /* Only a fully checked file touches the store. */
     if (rc == NF_OK && P->n) {
         memcpy(P->value, value, P->n * sizeof(nf_real));

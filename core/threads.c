@@ -3,9 +3,13 @@
  * One job at a time.  The caller publishes a job (fn, arg, nparts) and a new generation in `state`
  * = generation << 32 | next unclaimed part; every thread claims parts by compare-and-swap on state,
  * runs them, and counts them in `done`; the caller returns when done == nparts.  A claim only
- * succeeds while state still holds the job's generation, and the caller only writes the next job
- * after every part of this one is done, so a worker that read the job's fields and then wins the
- * claim read the right fields.
+ * succeeds while state still holds the job's generation and a part number below nparts.  When every
+ * part is done the caller closes the job (part number CLOSED, above any nparts) before it writes
+ * the next job's fields: otherwise a worker holding the finished job's state (gen, nparts) could
+ * read the next job's larger nparts and still win the claim of part `nparts`, running a part of a
+ * job not yet published - twice, and counted in the wrong job's `done` (ThreadSanitizer found it:
+ * tests/check_threads.c under `make check-tsan`).  The fields are stored with release and read with
+ * acquire, so a worker that sees the next job's fields also sees this job closed.
  * Waiting workers spin on state (pause, then sched_yield so a busy core goes to whoever needs it) for
  * NF_THREADS_SPIN_US, then sleep on a condition variable; `sleepers` (sequentially consistent, read
  * by the caller after publishing, written by a worker before its last look at state) tells the caller
@@ -40,8 +44,10 @@ typedef struct pool {
     int workers;                /* created (guarded by run_lock) */
 } pool;
 
-static pool P = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0,
-                 NULL, NULL, 0, 0};
+/* Only the locks need initialisers; the atomics start at zero (clang refuses NULL, a (void *) that
+ * is not a constant of the atomic function-pointer type, in a static initializer). */
+static pool P = {.run_lock = PTHREAD_MUTEX_INITIALIZER, .sleep_lock = PTHREAD_MUTEX_INITIALIZER,
+                 .wake = PTHREAD_COND_INITIALIZER};
 static _Thread_local int in_part;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
@@ -62,20 +68,22 @@ static double now_us(void)
 
 static uint32_t generation(void) { return (uint32_t)(atomic_load(&P.state) >> 32); }
 
+#define CLOSED 0xffffffffu /* the part number of a finished job */
+
 /* Claim and run parts of job `gen` until none is left (or a newer job replaced it). */
 static void work(uint32_t gen)
 {
     uint64_t s = atomic_load_explicit(&P.state, memory_order_acquire);
     for (;;) {
         if ((uint32_t)(s >> 32) != gen) return;
-        nf_part_fn *fn = atomic_load_explicit(&P.fn, memory_order_relaxed);
-        void *arg = atomic_load_explicit(&P.arg, memory_order_relaxed);
-        const int nparts = atomic_load_explicit(&P.nparts, memory_order_relaxed);
-        const int k = (int)(uint32_t)s;
-        if (k >= nparts) return;
+        nf_part_fn *fn = atomic_load_explicit(&P.fn, memory_order_acquire);
+        void *arg = atomic_load_explicit(&P.arg, memory_order_acquire);
+        const int nparts = atomic_load_explicit(&P.nparts, memory_order_acquire);
+        const uint32_t k = (uint32_t)s;
+        if (k >= (uint32_t)nparts) return; /* every part claimed, or the job closed */
         if (!atomic_compare_exchange_weak_explicit(&P.state, &s, s + 1, memory_order_acq_rel, memory_order_acquire))
             continue; /* s now holds the current state */
-        fn(arg, k, nparts);
+        fn(arg, (int)k, nparts);
         atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
         s = atomic_load_explicit(&P.state, memory_order_acquire);
     }
@@ -154,9 +162,9 @@ void nf_threads_run(int threads, int nparts, nf_part_fn *fn, void *arg)
     }
     /* publish the job, then wake sleepers */
     atomic_store_explicit(&P.done, 0, memory_order_relaxed);
-    atomic_store_explicit(&P.fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&P.arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&P.nparts, nparts, memory_order_relaxed);
+    atomic_store_explicit(&P.fn, fn, memory_order_release);
+    atomic_store_explicit(&P.arg, arg, memory_order_release);
+    atomic_store_explicit(&P.nparts, nparts, memory_order_release);
     atomic_store_explicit(&P.active, threads, memory_order_relaxed);
     const uint32_t gen = generation() + 1;
     atomic_store(&P.state, (uint64_t)gen << 32);
@@ -172,5 +180,6 @@ void nf_threads_run(int threads, int nparts, nf_part_fn *fn, void *arg)
         if (i < 1000) CPU_RELAX();
         else sched_yield();
     }
+    atomic_store(&P.state, (uint64_t)gen << 32 | CLOSED); /* no claim on this job from now on */
     pthread_mutex_unlock(&P.run_lock);
 }

@@ -394,7 +394,13 @@ int nf_source_rows_load(nf_source **out, const char *path, const char *dataset, 
                                   "pick another with --dataset)", path, dataset);
         goto done;
     }
-    rc = nf_h5_read_real(f, dataset, &st.x, &n, &d);
+    /* the width first: a file of another dimension is refused before its rows are read */
+    int rank;
+    size_t dims[2];
+    rc = nf_h5_shape(f, dataset, &rank, dims);
+    if (rc == NF_OK && expect_d && dims[0] > 0 && dims[1] != expect_d)
+        rc = nf_error(NF_EFORMAT, "%s:%s: %zu columns, expected %zu", path, dataset, dims[1], expect_d);
+    if (rc == NF_OK) rc = nf_h5_read_real(f, dataset, &st.x, &n, &d);
     snprintf(what, sizeof what, "%s:%s", path, dataset);
     if (rc == NF_OK) rc = nf_data_validate(what, st.x, n, d, expect_d);
     if (rc == NF_OK && (want_ctx || expect_c > 0)) {

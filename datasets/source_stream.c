@@ -130,6 +130,7 @@ int nf_source_rows_open(nf_source **out, const char *path, const char *dataset, 
         rc = nf_error(NF_EFORMAT, "%s: no dataset %s (expected the samples as an n x d array; pick another with "
                                   "--dataset)", path, dataset);
     if (rc == NF_OK) rc = nf_h5_shape(f, dataset, &rank, dims);
+    if (rc == NF_OK) rc = nf_h5_check_stored(f, dataset);
     if (rc == NF_OK && (dims[0] == 0 || dims[1] == 0))
         rc = nf_error(NF_EDATA, "%s:%s is empty (expected at least one sample)", path, dataset);
     if (rc == NF_OK && expect_d && dims[1] != expect_d)
@@ -140,6 +141,7 @@ int nf_source_rows_open(nf_source **out, const char *path, const char *dataset, 
             rc = nf_error(NF_EFORMAT, "%s: no dataset /context (the model is conditional on %zu context values per "
                                       "sample)", path, expect_c);
         if (rc == NF_OK && has_ctx) rc = nf_h5_shape(f, "/context", &rank, cdims);
+        if (rc == NF_OK && has_ctx) rc = nf_h5_check_stored(f, "/context");
         if (rc == NF_OK && has_ctx && cdims[0] != dims[0])
             rc = nf_error(NF_EFORMAT, "%s:/context has %zu rows but %s has %zu (expected one context row per sample)",
                           path, cdims[0], dataset, dims[0]);
@@ -162,9 +164,20 @@ int nf_source_rows_open(nf_source **out, const char *path, const char *dataset, 
                      .state = st};
     snprintf(s->name, sizeof s->name, "%s:%s", path, dataset);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    st->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (st->file >= 0) st->x = H5Dopen2(st->file, dataset, H5P_DEFAULT);
-    if (st->x >= 0 && has_ctx) st->ctx = H5Dopen2(st->file, "/context", H5P_DEFAULT);
+    /* the close degree nf_h5_open uses: HDF5 refuses a second open of the same file (the command
+     * reading the data's column names) with another one */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0) H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    st->file = fapl < 0 ? -1 : H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+    /* nf writes its data in checksummed chunks of about 16 KiB; a batch's scattered rows touch
+     * hundreds of them, so keep up to 32 MB of chunks (HDF5's default is 1 MB) */
+    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    if (dapl >= 0) H5Pset_chunk_cache(dapl, 100003, (size_t)32 << 20, 1.0);
+    hid_t acc = dapl >= 0 ? dapl : H5P_DEFAULT;
+    if (st->file >= 0) st->x = H5Dopen2(st->file, dataset, acc);
+    if (st->x >= 0 && has_ctx) st->ctx = H5Dopen2(st->file, "/context", acc);
+    if (dapl >= 0) H5Pclose(dapl);
     if (st->file < 0 || st->x < 0 || (has_ctx && st->ctx < 0)) {
         nf_source_free(s);
         return nf_error(NF_EIO, "%s: cannot open %s for reading", path, dataset);

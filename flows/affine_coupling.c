@@ -29,6 +29,7 @@
 
 #include "flows/coupling_mask.h"
 #include "flows/fastmath.h"
+#include "core/simd.h"
 
 #ifdef NF_DOUBLE
 #define EXP exp
@@ -75,7 +76,7 @@ static size_t affine_workspace(const nf_bijector *b, int n)
 
 /* Conditioner output -> soft-clamped log-scales, written over the raw values (backward reads s);
  * e[k] = exp(+-s_k) for the elementwise loops (sign +1 forward, -1 inverse). */
-static void soft_clamp(const affine_state *st, nf_real *h, nf_real *e, nf_real sign, int n)
+NF_SIMD_CLONES static void soft_clamp(const affine_state *st, nf_real *h, nf_real *e, nf_real sign, int n)
 {
     const nf_real c = st->clamp, ic = 1 / st->clamp;
     const size_t m = (size_t)n * st->cp.dt;
@@ -88,7 +89,7 @@ static void soft_clamp(const affine_state *st, nf_real *h, nf_real *e, nf_real s
 }
 
 /* dh[2k + 1] = exp(sign s_k) for every element, read (then overwritten) by the backward loops. */
-static void exp_scales(nf_real *dh, const nf_real *h, nf_real sign, int n, int dt)
+NF_SIMD_CLONES static void exp_scales(nf_real *dh, const nf_real *h, nf_real sign, int n, int dt)
 {
     const size_t m = (size_t)n * dt;
 #pragma omp simd

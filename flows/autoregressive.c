@@ -137,6 +137,7 @@ int nf_ar_fast(nf_bijector *b, const nf_ar *ar, nf_real *w, nf_real *logdet, con
 {
     ar_ws L = layout(ar, n);
     b->last_sweeps = 1;
+    b->last_fell_back = 0;
     nf_mlp_forward(ar->made, b->P, ws + L.mlp, ws + L.theta, v, ar->C ? ctx : NULL, n);
     if (ar->elem->forward_cached)
         ar->elem->forward_cached(ar->cfg, w, logdet, NULL, v, ws + L.theta, n, ar->D, ar->D, ws + L.cache);
@@ -228,6 +229,7 @@ int nf_ar_slow(nf_bijector *b, const nf_ar *ar, nf_real *v, nf_real *logdet, con
     nf_jacobi_result res;
     int rc = nf_jacobi_solve_rows(&cfg, sweep, &u, v, w, ws + L.tmp, n, (size_t)ar->D, (int *)(ws + L.dtheta), &res);
     b->last_sweeps = res.sweeps;
+    b->last_fell_back = res.fell_back;
     if (rc != NF_OK) return nf_error_context(rc, "%s (%s)", b->type->name, b->name);
     const nf_real *lde = ws + L.lde;
     for (int r = 0; r < n; r++) {

@@ -24,8 +24,8 @@
  * Autoregressive types know their fast direction; the slow one runs sequentially (D passes, exact)
  * or by Jacobi sweeps (all dimensions from the previous estimate until the largest change is below
  * jacobi_tol or jacobi_max_sweeps is reached), as b->invert_method says; they record the passes
- * they used in b->last_sweeps.  AUTO means Jacobi, falling back to sequential if it has not
- * converged within the sweep cap; except where the conditioner computes level by level (a plain
+ * they used in b->last_sweeps (b->last_fell_back: the Jacobi sweeps were not enough).  AUTO means
+ * Jacobi, falling back to sequential if it has not converged within the sweep cap; except where the conditioner computes level by level (a plain
  * MADE, nf_mlp_forward_level), where the exact sequential solve costs one network pass in all,
  * less than any Jacobi solve, and AUTO takes it.
  *
@@ -61,6 +61,7 @@ struct nf_bijector {
     double jacobi_tol;       /* default 1e-9 (double) / 1e-5 (float) of max |change| */
     int jacobi_max_sweeps;   /* default D + 1 */
     int last_sweeps;         /* passes the last slow-direction call used */
+    int last_fell_back;      /* 1: that call's Jacobi sweeps did not converge and it finished sequentially */
     void *state;             /* type-specific */
 };
 

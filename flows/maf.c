@@ -29,6 +29,7 @@
 
 #include "flows/autoregressive.h"
 #include "flows/fastmath.h"
+#include "core/simd.h"
 
 #ifdef NF_DOUBLE
 #define EXP exp
@@ -141,7 +142,7 @@ static void scatter(nf_real *restrict dst, const nf_real *restrict src, const af
 static inline nf_real soft_clamp(nf_real clamp, nf_real a) { return clamp * TANH(a / clamp); }
 
 /* w = v exp(s) + t (sign 1), or v = (w - t) exp(-s) (sign -1);  ld += sign s, lde = s. */
-static void affine_map(nf_real c, nf_real sign, nf_real *out, nf_real *ld, nf_real *lde, const nf_real *in,
+NF_SIMD_CLONES static void affine_map(nf_real c, nf_real sign, nf_real *out, nf_real *ld, nf_real *lde, const nf_real *in,
                        const nf_real *theta, int n, int d, int stride)
 {
     af_blk B = {0, 0, 0, 0, 0};
@@ -190,7 +191,7 @@ static void affine_inverse(const void *cfg, nf_real *v, nf_real *ld, nf_real *ld
 
 /* dv += gw exp(s);  dt (+)= gw;  da (+)= (gw v exp(s) + gl) (1 - (s / clamp)^2)  (accumulate = 0
  * overwrites dtheta instead of adding). */
-static void affine_backward(const void *cfg, nf_real *dv, nf_real *dtheta, const nf_real *gw, const nf_real *gl,
+NF_SIMD_CLONES static void affine_backward(const void *cfg, nf_real *dv, nf_real *dtheta, const nf_real *gw, const nf_real *gl,
                             const nf_real *v, const nf_real *theta, int n, int d, int stride, int accumulate)
 {
     const nf_real c = *(const nf_real *)cfg;

@@ -34,6 +34,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/simd.h"
+#include "core/threads.h"
 #include "flows/fastmath.h"
 
 #define RQ_PAR_MIN 16384 /* elements below which a call stays on one thread */
@@ -87,7 +89,7 @@ typedef struct rq_blk {
 } rq_blk;
 
 /* Row by row over a block: T[j][e] = softmax_j(T[0..K)[e]). */
-static void softmax_rows(nf_real *T, int K, int bs, int m)
+NF_SIMD_CLONES static void softmax_rows(nf_real *T, int K, int bs, int m)
 {
     nf_real mx[RQ_BLK], z[RQ_BLK];
 #pragma omp simd
@@ -125,7 +127,7 @@ static inline nf_real knot_deriv(nf_real z, nf_real md, nf_real *sig)
 /* Softmaxes, bins and the bin's knots (by b->v against the x knots, or the y knots if by_y).
  * Knot j of the widths is -B + 2B sum_{i<j} w_i with w = m + (1 - K m) softmax; a bin's width is
  * 2B w_k itself (not a difference of knots, which would cancel in narrow bins). */
-static void rq_setup(const nf_rqspline *s, rq_blk *b, const nf_real *theta, int by_y)
+NF_SIMD_CLONES static void rq_setup(const nf_rqspline *s, rq_blk *b, const nf_real *theta, int by_y)
 {
     const int K = s->bins, P = 3 * K - 1, m = b->m, bs = b->bs;
     nf_real *T = b->T;
@@ -228,7 +230,7 @@ static void rq_locate(const nf_rqspline *s, rq_blk *b)
  *   y = y_k + H (s xi^2 + d_k t) / den,   den = s + (d_k + d_{k+1} - 2 s) t,
  *   log s'(x) = log(s^2 q / den^2),      q = d_{k+1} xi^2 + 2 s t + d_k (1 - xi)^2.
  * out[e] = y (identity outside [-B, B]), l[e] = log s'(x) (0 outside). */
-static void rq_forward_blk(const rq_blk *b, nf_real *out, nf_real *l)
+NF_SIMD_CLONES static void rq_forward_blk(const rq_blk *b, nf_real *out, nf_real *l)
 {
 #pragma omp simd
     for (int e = 0; e < b->m; e++) {
@@ -247,7 +249,7 @@ static void rq_forward_blk(const rq_blk *b, nf_real *out, nf_real *l)
  *   a = H (s - d_k) + dy sum,  b = H d_k - dy sum,  c = -s dy,  dy = y - y_k,  sum = d_k + d_{k+1} - 2s,
  * root in [0, 1] as 2c / (-b - sqrt(b^2 - 4ac)) (no cancellation);  x = x_k + xi W;
  * l[e] = log s'(x) at the solution (0 outside). */
-static void rq_inverse_blk(const nf_rqspline *s, const rq_blk *b, nf_real *out, nf_real *l)
+NF_SIMD_CLONES static void rq_inverse_blk(const nf_rqspline *s, const rq_blk *b, nf_real *out, nf_real *l)
 {
     const double B = s->bound;
     const int m = b->m;
@@ -288,7 +290,7 @@ static void rq_inverse_blk(const nf_rqspline *s, const rq_blk *b, nf_real *out, 
  * x_k = -B + 2B sum_{j<k} w_j, W = 2B w_k (y_k, H likewise from h),
  * w = m + (1 - K m) softmax(u): du_j = (1 - K m) sm_j (gw_j - sum_i sm_i gw_i) with gw_j = 2B g_xk
  * (j < k), 2B g_W (j = k), 0 (j > k);  d = m_d + softplus(u + c): du = dd sigmoid(u + c). */
-static void rq_reverse_blk(const nf_rqspline *s, rq_blk *b, const nf_real *Ts, int ts, const double *gy,
+NF_SIMD_CLONES static void rq_reverse_blk(const nf_rqspline *s, rq_blk *b, const nf_real *Ts, int ts, const double *gy,
                            const double *gl, double *gx, nf_real *g0, nf_real *g1)
 {
     const int K = s->bins, m = b->m, bs = b->bs;
@@ -346,7 +348,7 @@ static void rq_reverse_blk(const nf_rqspline *s, rq_blk *b, const nf_real *Ts, i
 }
 
 /* dtheta (+)= the block's parameter gradients (T, g0, g1); accumulate = 0 writes all P entries. */
-static void store_dtheta(const nf_rqspline *s, const rq_blk *b, nf_real *dtheta, const nf_real *g0, const nf_real *g1,
+NF_SIMD_CLONES static void store_dtheta(const nf_rqspline *s, const rq_blk *b, nf_real *dtheta, const nf_real *g0, const nf_real *g1,
                          int accumulate)
 {
     const int K = s->bins, P = 3 * K - 1, bs = b->bs;
@@ -453,7 +455,7 @@ typedef struct rq_call {
 } rq_call;
 
 /* One block; g is its first element's index (for the cache). */
-static void run_block(const nf_rqspline *s, const rq_call *c, rq_blk *b, size_t g)
+NF_SIMD_CLONES static void run_block(const nf_rqspline *s, const rq_call *c, rq_blk *b, size_t g)
 {
     const int m = b->m;
     nf_real *cache = c->cache ? c->cache + g * RQ_CPER(s->bins) : NULL;
@@ -541,7 +543,7 @@ static void run(const nf_rqspline *s, const rq_call *c)
     /* rows per chunk: fixed, so the blocks (row sums, cache layout) do not depend on threads */
     const int rows = RQ_CHUNK / d > 1 ? RQ_CHUNK / d : 1;
     const int chunks = (n + rows - 1) / rows;
-#pragma omp parallel for schedule(static) if ((size_t)n * d > RQ_PAR_MIN)
+#pragma omp parallel for schedule(static) if ((size_t)n * d > RQ_PAR_MIN && !nf_threads_in_parallel())
     for (int ch = 0; ch < chunks; ch++) {
         rq_blk b;
         b.bs = bs;

@@ -4,7 +4,9 @@
  *   chain := item { ',' item }
  *   item  := NAME [ '(' opts ')' ]  |  INT '*' '(' chain ')'
  *
- * A recursive-descent parser over the text; repetitions are expanded as they are read.
+ * A recursive-descent parser over the text; repetitions are expanded as they are read.  The text
+ * is at most NF_SPEC_MAX_CHARS long and repeats nest at most NF_SPEC_MAX_DEPTH deep, so a hostile
+ * spec (from --flow or a model file) cannot exhaust the stack.
  */
 #include "flows/spec.h"
 
@@ -21,13 +23,17 @@ typedef struct parser {
     const char *text, *p;
     nf_spec *out;
     int capacity;
+    int depth; /* repeats open around the current item */
 } parser;
 
+/* The message quotes the spec (its first 80 characters when longer, so the line stays readable). */
 static int perr(const parser *ps, const char *fmt, const char *what)
 {
     char msg[1400];
     snprintf(msg, sizeof msg, fmt, what);
-    return nf_error(NF_EINVAL, "flow spec '%s', position %d: %s", ps->text, (int)(ps->p - ps->text) + 1, msg);
+    size_t len = strlen(ps->text);
+    return nf_error(NF_EINVAL, "flow spec '%.80s%s', position %d: %s", ps->text, len > 80 ? "..." : "",
+                    (int)(ps->p - ps->text) + 1, msg);
 }
 
 static void skip_ws(parser *ps)
@@ -98,9 +104,17 @@ static int parse_item(parser *ps)
         ps->p++;
         skip_ws(ps);
         if (*ps->p != '(') return perr(ps, "expected '(' after 'K*', found '%.12s'", ps->p);
+        if (ps->depth >= NF_SPEC_MAX_DEPTH) {
+            char lim[16];
+            snprintf(lim, sizeof lim, "%d", NF_SPEC_MAX_DEPTH);
+            return perr(ps, "repeats nested more than %s deep", lim);
+        }
         ps->p++;
         int first = ps->out->n;
-        NF_TRY(parse_chain(ps));
+        ps->depth++;
+        int rc = parse_chain(ps);
+        ps->depth--;
+        NF_TRY(rc);
         skip_ws(ps);
         if (*ps->p != ')') return perr(ps, "missing ')' to close the repeat, found '%.12s'", *ps->p ? ps->p : "end");
         ps->p++;
@@ -148,7 +162,11 @@ int nf_spec_parse(nf_spec *s, const char *text)
 {
     memset(s, 0, sizeof *s);
     strcpy(s->base, "normal");
-    parser ps = {text, text, s, 0};
+    if (!text) return nf_error(NF_EINVAL, "flow spec: none given (expected a spec such as \"affine-coupling\")");
+    size_t len = strnlen(text, NF_SPEC_MAX_CHARS + 1);
+    if (len > NF_SPEC_MAX_CHARS)
+        return nf_error(NF_EINVAL, "flow spec '%.40s...': longer than %d characters", text, NF_SPEC_MAX_CHARS);
+    parser ps = {text, text, s, 0, 0};
     int rc = parse_chain(&ps);
     if (rc == NF_OK) {
         skip_ws(&ps);

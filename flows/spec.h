@@ -11,6 +11,8 @@
 #include "flows/bijector.h"
 
 #define NF_SPEC_MAX_ITEMS 1024
+#define NF_SPEC_MAX_CHARS 65535 /* longest spec text accepted (model files keep it in 64 KiB) */
+#define NF_SPEC_MAX_DEPTH 32    /* deepest nesting of K*( ... ) repeats */
 #define NF_SPEC_OPTS_MAX 512
 
 typedef struct nf_spec_item {

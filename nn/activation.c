@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nn/nn_internal.h"
+#include "core/simd.h"
 
 /* SELU's fixed point constants (Klambauer et al. 2017). */
 #define SELU_LAMBDA ((nf_real)1.0507009873554804934193349852946)
@@ -171,7 +172,7 @@ static inline nf_real silu_grad(nf_real v)
 /* y = f(x):
  *   relu max(0,x); leaky x>0 ? x : s x; elu x>0 ? x : e^x - 1; selu l (x>0 ? x : a (e^x - 1));
  *   tanh; sigmoid 1/(1+e^-x); gelu x Phi(x) = x (1 + erf(x/sqrt2))/2; silu x sigmoid(x); identity. */
-void nf_act_forward_ex(nf_activation a, double slope, nf_real *y, const nf_real *x, size_t n)
+NF_SIMD_CLONES static void nf_act_forward_ex_simd(nf_activation a, double slope, nf_real *y, const nf_real *x, size_t n)
 {
     const nf_real s = (nf_real)slope;
     switch (a) {
@@ -188,6 +189,12 @@ void nf_act_forward_ex(nf_activation a, double slope, nf_real *y, const nf_real 
         if (y != x) memcpy(y, x, n * sizeof *y);
         break;
     }
+}
+
+/* The exported name calls the clones (a multiversioned function must be static for clang). */
+void nf_act_forward_ex(nf_activation a, double slope, nf_real *y, const nf_real *x, size_t n)
+{
+    nf_act_forward_ex_simd(a, slope, y, x, n);
 }
 
 void nf_act_forward(nf_activation a, nf_real *y, const nf_real *x, size_t n)
@@ -220,8 +227,8 @@ void nf_act_forward(nf_activation a, nf_real *y, const nf_real *x, size_t n)
 
 /* f'(x): relu 1[x>0]; leaky 1 or s; elu 1 or y + 1; selu l or y + l a; tanh 1 - y^2;
  * sigmoid y (1 - y); gelu Phi(x) + x phi(x); silu sig(x) (1 + x (1 - sig(x))); identity 1. */
-void nf_act_backward_ex(nf_activation a, double slope, nf_real *dx, const nf_real *dy, const nf_real *x,
-                        const nf_real *y, size_t n, int accumulate)
+NF_SIMD_CLONES static void nf_act_backward_ex_simd(nf_activation a, double slope, nf_real *dx, const nf_real *dy, const nf_real *x,
+                                                   const nf_real *y, size_t n, int accumulate)
 {
     const nf_real s = (nf_real)slope;
     switch (a) {
@@ -238,6 +245,13 @@ void nf_act_backward_ex(nf_activation a, double slope, nf_real *dx, const nf_rea
     case NF_ACT_IDENTITY:
     default: BMAP(g); break;
     }
+}
+
+/* The exported name calls the clones (a multiversioned function must be static for clang). */
+void nf_act_backward_ex(nf_activation a, double slope, nf_real *dx, const nf_real *dy, const nf_real *x,
+                        const nf_real *y, size_t n, int accumulate)
+{
+    nf_act_backward_ex_simd(a, slope, dx, dy, x, y, n, accumulate);
 }
 
 void nf_act_backward(nf_activation a, nf_real *dx, const nf_real *dy, const nf_real *x, const nf_real *y,

@@ -25,6 +25,7 @@
 
 #include "core/blas.h"
 #include "nn/nn_internal.h"
+#include "core/simd.h"
 
 #define PLAN_BATCH 512        /* batch size the cost model assumes */
 #define PLAN_MAX_BLOCKS 64    /* finer cuts than this are not considered */
@@ -356,9 +357,9 @@ void nf_blocks_share(const nf_blocks *bk, int part, int parts, int *a0, int *a1)
     if (first) *a0 = *a1 = 0;
 }
 
-void nf_blocks_backward_weight(const nf_blocks *bk, const unsigned char *mask, nf_real *dW, int dW_dense,
-                               nf_real *scratch, const nf_real *dy, const nf_real *x, const nf_real *c, int nx,
-                               int nc, int in, int out, int n, int a0, int a1)
+NF_SIMD_CLONES static void nf_blocks_backward_weight_simd(const nf_blocks *bk, const unsigned char *mask, nf_real *dW, int dW_dense,
+                                                          nf_real *scratch, const nf_real *dy, const nf_real *x, const nf_real *c, int nx,
+                                                          int nc, int in, int out, int n, int a0, int a1)
 {
     for (int a = a0; a < a1; a++) {
         const int r0 = bk->rb[a], rows = bk->rb[a + 1] - r0;
@@ -389,4 +390,12 @@ void nf_blocks_backward_weight(const nf_blocks *bk, const unsigned char *mask, n
             }
         }
     }
+}
+
+/* The exported name calls the clones (a multiversioned function must be static for clang). */
+void nf_blocks_backward_weight(const nf_blocks *bk, const unsigned char *mask, nf_real *dW, int dW_dense,
+                               nf_real *scratch, const nf_real *dy, const nf_real *x, const nf_real *c, int nx,
+                               int nc, int in, int out, int n, int a0, int a1)
+{
+    nf_blocks_backward_weight_simd(bk, mask, dW, dW_dense, scratch, dy, x, c, nx, nc, in, out, n, a0, a1);
 }

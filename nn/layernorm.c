@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
+#include "core/simd.h"
 
 #define LN_EPS 1e-5
 
@@ -24,8 +25,8 @@ int nf_layernorm_init(nf_layernorm *L, nf_params *P, const char *name, int width
 }
 
 /* xhat = (x - mean) * rstd,  y = xhat * gamma + beta;  cache[r] = (mean, rstd). */
-void nf_layernorm_forward(const nf_layernorm *L, const nf_params *P, nf_real *y, nf_real *cache,
-                          const nf_real *x, int n)
+NF_SIMD_CLONES static void nf_layernorm_forward_simd(const nf_layernorm *L, const nf_params *P, nf_real *y, nf_real *cache,
+                                                     const nf_real *x, int n)
 {
     const int C = L->width;
     const nf_real *gamma = P->value + L->gamma, *beta = P->value + L->beta;
@@ -44,6 +45,13 @@ void nf_layernorm_forward(const nf_layernorm *L, const nf_params *P, nf_real *y,
         cache[2 * r] = mu;
         cache[2 * r + 1] = rs;
     }
+}
+
+/* The exported name calls the clones (a multiversioned function must be static for clang). */
+void nf_layernorm_forward(const nf_layernorm *L, const nf_params *P, nf_real *y, nf_real *cache,
+                          const nf_real *x, int n)
+{
+    nf_layernorm_forward_simd(L, P, y, cache, x, n);
 }
 
 /* With g = dy * gamma:  dx += rstd (g - mean(g) - xhat mean(g xhat));

@@ -23,6 +23,7 @@
 
 #include "core/blas.h"
 #include "nn/nn_internal.h"
+#include "core/simd.h"
 
 static int add_slice(nf_params *P, const char *name, const char *part, size_t size, size_t *off)
 {
@@ -120,8 +121,8 @@ static const nf_real *weight(const nf_linear *L, const nf_params *P, const nf_re
 }
 
 /* y (=|+=) [x | c] W^T + b, with x (n, in-nc), c (n, nc), y (n, out); after nf_linear_prepare. */
-void nf_linear_apply(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *y,
-                     const nf_real *x, const nf_real *c, int nc, int accumulate, int n)
+NF_SIMD_CLONES static void nf_linear_apply_simd(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *y,
+                                                const nf_real *x, const nf_real *c, int nc, int accumulate, int n)
 {
     if (n <= 0) return;
     const int in = L->in, out = L->out, nx = in - nc;
@@ -141,6 +142,13 @@ void nf_linear_apply(const nf_linear *L, const nf_blocks *bk, const nf_params *P
     }
     if (nx > 0) nf_gemm(0, 1, n, out, nx, 1, x, nx, W, in, 1, y, out);
     if (nc > 0) nf_gemm(0, 1, n, out, nc, 1, c, nc, W + nx, in, 1, y, out);
+}
+
+/* The exported name calls the clones (a multiversioned function must be static for clang). */
+void nf_linear_apply(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *y,
+                     const nf_real *x, const nf_real *c, int nc, int accumulate, int n)
+{
+    nf_linear_apply_simd(L, bk, P, ws, y, x, c, nc, accumulate, n);
 }
 
 void nf_linear_forward_cat(const nf_linear *L, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
@@ -193,8 +201,8 @@ static void param_share(const nf_linear *L, const nf_blocks *bk, int part, int p
 /* Rows j0..j1 (a share) of:  db += sum_r dy_r,  dW += dy^T [x | c] (masked).
  * Weight norm, with s_j = dW_j . V_j / |V_j| and c_j = g_j / |V_j|:
  *   dg_j += s_j,   dV_j += c_j (dW_j - s_j V_j / |V_j|). */
-void nf_linear_grad_params(const nf_linear *L, const nf_blocks *bk, nf_params *P, nf_real *ws, const nf_real *dy,
-                           const nf_real *x, const nf_real *c, int nc, int n, int part, int parts)
+NF_SIMD_CLONES static void nf_linear_grad_params_simd(const nf_linear *L, const nf_blocks *bk, nf_params *P, nf_real *ws, const nf_real *dy,
+                                                      const nf_real *x, const nf_real *c, int nc, int n, int part, int parts)
 {
     if (n <= 0 || part >= parts) return;
     const int in = L->in, out = L->out, nx = in - nc;
@@ -248,6 +256,13 @@ void nf_linear_grad_params(const nf_linear *L, const nf_blocks *bk, nf_params *P
 #pragma omp simd
         for (int i = 0; i < in; i++) gv[i] += cj * (d[i] - t * v[i]);
     }
+}
+
+/* The exported name calls the clones (a multiversioned function must be static for clang). */
+void nf_linear_grad_params(const nf_linear *L, const nf_blocks *bk, nf_params *P, nf_real *ws, const nf_real *dy,
+                           const nf_real *x, const nf_real *c, int nc, int n, int part, int parts)
+{
+    nf_linear_grad_params_simd(L, bk, P, ws, dy, x, c, nc, n, part, parts);
 }
 
 void nf_linear_backward_blocks(const nf_linear *L, const nf_blocks *bk, nf_params *P, nf_real *ws, nf_real *dx,

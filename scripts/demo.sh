@@ -15,3 +15,4 @@ echo "== evaluating on the held-out test set"
 "$NF" plot demo/model.h5 --data demo/test.h5 -o demo/density.png
 "$NF" plot --history demo/model.h5 -o demo/history.png
 echo "demo: done - model demo/model.h5, samples demo/samples.h5, pictures demo/density.png and demo/history.png"
+echo "demo: nf is $NF; for the README's \"Using nf\" commands put it on the PATH: export PATH=\"$(cd "$(dirname "$NF")" && pwd):\$PATH\""

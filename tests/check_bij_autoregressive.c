@@ -268,30 +268,61 @@ START_TEST(test_jacobi_contracting_made)
 }
 END_TEST
 
-/* AUTO with a cap too small to converge: still the sequential answer; JACOBI alone is not. */
+/* AUTO on a residual MADE (no level-by-level passes, so AUTO means Jacobi): with a sweep cap too
+ * small to converge it runs the cap's Jacobi sweeps, falls back, and finishes sequentially with
+ * exactly the sequential answer, while JACOBI alone stops at the cap with a wrong one; with room to
+ * converge (a contracting map) AUTO stays on Jacobi and needs fewer passes than sequential.  A plain
+ * MADE, by contrast, makes AUTO take the sequential solve at once (no Jacobi sweep, no fallback). */
 START_TEST(test_auto_falls_back)
 {
     const int D = 43, n = 5;
     tb t;
-    tb_open(&t, "maf", D, 2, "hidden=48,zero_init=0", n, 0.3, 777);
+    tb_open(&t, "maf", D, 2, "hidden=48,layers=2,residual=1,zero_init=0", n, 0.3, 777);
     for (size_t i = 0; i < t.P->n; i++) t.P->value[i] *= 2.5; /* far from contracting */
     nf_real *z = malloc((size_t)n * D * sizeof(nf_real)), *xs = malloc((size_t)n * D * sizeof(nf_real));
     nf_real *xa = malloc((size_t)n * D * sizeof(nf_real)), *xj = malloc((size_t)n * D * sizeof(nf_real));
     nf_real ctx[10], lds[5], lda[5], ldj[5];
     nf_test_fill_normal(z, (size_t)n * D, 1.2, 5);
     nf_test_fill_normal(ctx, 10, 0.9, 6);
-    slow(&t, NF_INVERT_SEQUENTIAL, xs, lds, z, ctx, 0);
+    int used = slow(&t, NF_INVERT_SEQUENTIAL, xs, lds, z, ctx, 0);
+    ck_assert_msg(used == D && !t.b.last_fell_back, "sequential used %d passes (fell back %d), expected %d", used,
+                  t.b.last_fell_back, D);
     t.b.jacobi_max_sweeps = 2;
     t.b.jacobi_tol = 1e-300;
-    int used = slow(&t, NF_INVERT_AUTO, xa, lda, z, ctx, 0);
-    ck_assert_msg(used == D, "AUTO with cap 2 used %d passes (2 Jacobi + %d sequential expected)", used, D - 2);
+    used = slow(&t, NF_INVERT_AUTO, xa, lda, z, ctx, 0);
+    ck_assert_msg(t.b.last_fell_back, "AUTO on a residual MADE with a cap of 2 sweeps did not fall back (%d passes)",
+                  used);
+    ck_assert_msg(used == D, "AUTO with cap 2 used %d passes (2 Jacobi sweeps + %d sequential passes expected)", used,
+                  D - 2);
     ck_assert_msg(max_abs_diff(xa, xs, (size_t)n * D) < TOL_EXACT, "AUTO fallback differs from sequential by %g",
                   max_abs_diff(xa, xs, (size_t)n * D));
     ck_assert(max_abs_diff(lda, lds, n) < 10 * TOL_EXACT);
     used = slow(&t, NF_INVERT_JACOBI, xj, ldj, z, ctx, 0);
     ck_assert_int_eq(used, 2);
-    ck_assert_msg(max_abs_diff(xj, xs, (size_t)n * D) > 0.05, "two Jacobi sweeps should not have converged (%g)", max_abs_diff(xj, xs, (size_t)n * D));
+    ck_assert(!t.b.last_fell_back);
+    ck_assert_msg(max_abs_diff(xj, xs, (size_t)n * D) > 0.05, "two Jacobi sweeps should not have converged (%g)",
+                  max_abs_diff(xj, xs, (size_t)n * D));
+    /* contracting: AUTO converges by Jacobi, in fewer passes than the D sequential ones */
+    for (size_t i = 0; i < t.P->n; i++) t.P->value[i] *= (nf_real)(0.05 / 2.5);
+    slow(&t, NF_INVERT_SEQUENTIAL, xs, lds, z, ctx, 0);
+    t.b.jacobi_max_sweeps = D + 1;
+    t.b.jacobi_tol = TOL_EXACT / 10;
+    used = slow(&t, NF_INVERT_AUTO, xa, lda, z, ctx, 0);
+    ck_assert_msg(!t.b.last_fell_back && used < D / 2, "contracting residual MADE: AUTO used %d passes (fell back %d)",
+                  used, t.b.last_fell_back);
+    ck_assert_msg(max_abs_diff(xa, xs, (size_t)n * D) < TOL_AGREE, "AUTO (Jacobi) differs from sequential by %g",
+                  max_abs_diff(xa, xs, (size_t)n * D));
     free(z); free(xs); free(xa); free(xj);
+    tb_close(&t);
+    /* a plain MADE: AUTO is the exact level-by-level solve, D passes, never Jacobi */
+    tb_open(&t, "maf", D, 0, "hidden=48,zero_init=0", 2, 0.3, 778);
+    for (size_t i = 0; i < t.P->n; i++) t.P->value[i] *= 0.05; /* Jacobi would converge quickly */
+    nf_real zz[2 * 43], xx[2 * 43], ld2[2];
+    nf_test_fill_normal(zz, 2 * 43, 1.2, 7);
+    t.b.jacobi_max_sweeps = 2;
+    used = slow(&t, NF_INVERT_AUTO, xx, ld2, zz, NULL, 0);
+    ck_assert_msg(used == D && !t.b.last_fell_back, "plain MADE: AUTO used %d passes (fell back %d), expected the %d "
+                  "sequential ones", used, t.b.last_fell_back, D);
     tb_close(&t);
 }
 END_TEST

@@ -14,12 +14,6 @@
 #include "flows/bijector.h"
 #include "tests/testutil.h"
 
-/* The registry declares the types weak, and a weak reference does not pull an object out of the
- * static libnf.a: refer to ours strongly so they are linked in and found by name. */
-extern const nf_bijector_type nf_bijector_affine_coupling, nf_bijector_additive_coupling, nf_bijector_permute;
-const nf_bijector_type *const nf_test_linked_types[] = {&nf_bijector_affine_coupling, &nf_bijector_additive_coupling,
-                                                       &nf_bijector_permute};
-
 static const nf_bij_case cases[] = {
     /* affine coupling: masks x flip x odd/even D x context x residual */
     {"affine-coupling", "hidden=8,layers=2,mask=halves", 4, 0, 0, 0, 0, 0},

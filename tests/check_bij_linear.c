@@ -23,12 +23,6 @@
 #define TOL 2e-5
 #endif
 
-/* The registry declares the types weak, and a weak reference does not pull an object out of a static
- * library: naming the types here links them in (see the report to the lead). */
-extern const nf_bijector_type nf_bijector_actnorm, nf_bijector_batchnorm, nf_bijector_lu, nf_bijector_fftconv;
-const nf_bijector_type *const nf_test_linked_types[] = {&nf_bijector_actnorm, &nf_bijector_batchnorm, &nf_bijector_lu,
-                                                         &nf_bijector_fftconv};
-
 static const nf_bij_case cases[] = {
     /* type        options                              D  C  scale inv skip train */
     {"actnorm", "", 3, 0, 0, 0, 0, 0},                    /* before init: plain affine map */

@@ -395,6 +395,161 @@ START_TEST(test_import_file)
 }
 END_TEST
 
+/* ---- column selection and categorical context ----------------------------------------------- */
+
+/* A table with an id, two numeric columns, a free-text column (quoted, with a comma) and a
+ * categorical one whose categories appear out of order. */
+static const char *const MIXED =
+    "id,eruptions,waiting,station,kind\n"
+    "1,3.6,79,\"north gate\",long\n"
+    "2,1.8,54,\"south, lot\",short\n"
+    "3,3.333,74,\"north gate\",long\n"
+    "4,2.283,62,\"south, lot\",medium\n"
+    "5,4.533,85,\"north gate\",long\n";
+
+START_TEST(test_select_default_skips_text)
+{
+    PUT_TEXT(p, "mixed.csv", MIXED);
+    nf_table t;
+    nf_import_select none = {0};
+    OK(nf_import_csv_select(p, NULL, &none, &t));
+    ck_assert(t.n == 5 && t.d == 3 && t.c == 0 && t.ctx == NULL);
+    ck_assert_str_eq(t.names[0], "id");
+    ck_assert_str_eq(t.names[2], "waiting");
+    ck_assert(t.x[3 * 3 + 1] == 2.283 && t.x[4 * 3 + 2] == 85);
+    ck_assert_uint_eq(t.n_skipped, 2);
+    ck_assert_str_eq(t.skipped[0], "station");
+    ck_assert_str_eq(t.skipped[1], "kind");
+    nf_table_free(&t);
+    /* without a selection every column must be a number, as before */
+    ck_assert_int_eq(nf_import_csv(p, NULL, &t), NF_EDATA);
+    HAS(nf_strerror_last(), "mixed.csv line 2, column 4: 'north gate' is not a number");
+    ck_assert_ptr_null(t.x);
+}
+END_TEST
+
+START_TEST(test_select_columns_context)
+{
+    PUT_TEXT(p, "mixed.csv", MIXED);
+    nf_table t;
+    /* by name, in the order given, with the category as a one-hot context sorted by name */
+    nf_import_select s1 = {.columns = "waiting, eruptions", .context = "kind"};
+    OK(nf_import_csv_select(p, NULL, &s1, &t));
+    ck_assert(t.n == 5 && t.d == 2 && t.c == 3);
+    ck_assert_str_eq(t.names[0], "waiting");
+    ck_assert_str_eq(t.names[1], "eruptions");
+    ck_assert(t.x[0] == 79 && t.x[1] == 3.6 && t.x[7] == 2.283);
+    ck_assert_str_eq(t.ctx_names[0], "kind=long");
+    ck_assert_str_eq(t.ctx_names[1], "kind=medium");
+    ck_assert_str_eq(t.ctx_names[2], "kind=short");
+    const double want[5][3] = {{1, 0, 0}, {0, 0, 1}, {1, 0, 0}, {0, 1, 0}, {1, 0, 0}};
+    for (int i = 0; i < 5; i++)
+        for (int k = 0; k < 3; k++) ck_assert(t.ctx[i * 3 + k] == want[i][k]);
+    ck_assert_uint_eq(t.n_skipped, 0);
+    nf_table_free(&t);
+    /* by index and range; two context columns, each its own block; a quoted category with a comma */
+    nf_import_select s2 = {.columns = "1-2", .context = "3,kind"};
+    OK(nf_import_csv_select(p, NULL, &s2, &t));
+    ck_assert(t.d == 2 && t.c == 5);
+    ck_assert_str_eq(t.names[0], "eruptions");
+    ck_assert_str_eq(t.ctx_names[0], "station=north gate");
+    ck_assert_str_eq(t.ctx_names[1], "station=south, lot");
+    ck_assert_str_eq(t.ctx_names[2], "kind=long");
+    ck_assert(t.ctx[1 * 5 + 1] == 1 && t.ctx[1 * 5 + 4] == 1 && t.ctx[1 * 5 + 0] == 0);
+    nf_table_free(&t);
+    /* --drop: every other numeric column */
+    nf_import_select s3 = {.drop = "id", .context = "kind"};
+    OK(nf_import_csv_select(p, NULL, &s3, &t));
+    ck_assert(t.d == 2 && t.c == 3 && t.n_skipped == 1);
+    ck_assert_str_eq(t.names[0], "eruptions");
+    ck_assert_str_eq(t.skipped[0], "station");
+    nf_table_free(&t);
+    /* numeric categories sort as numbers (2 < 10), written as in the file */
+    PUT_TEXT(q, "cyl.csv", "mpg,cyl\n21.5,10\n30.25,2\n18,10\n");
+    nf_import_select s4 = {.context = "cyl"};
+    OK(nf_import_csv_select(q, NULL, &s4, &t));
+    ck_assert(t.d == 1 && t.c == 2);
+    ck_assert_str_eq(t.ctx_names[0], "cyl=2");
+    ck_assert_str_eq(t.ctx_names[1], "cyl=10");
+    ck_assert(t.ctx[0] == 0 && t.ctx[1] == 1 && t.ctx[2] == 1 && t.ctx[3] == 0);
+    nf_table_free(&t);
+}
+END_TEST
+
+static void expect_select_error(const char *path, const nf_import_select *s, int code, const char *part)
+{
+    nf_table t;
+    int rc = nf_import_file_select(path, NULL, s, &t);
+    ck_assert_msg(rc == code, "%s: code %d, expected %d (%s)", path, rc, code, nf_strerror_last());
+    HAS(nf_strerror_last(), part);
+    ck_assert_ptr_null(t.x);
+    ck_assert_ptr_null(t.ctx);
+}
+
+START_TEST(test_select_errors)
+{
+    PUT_TEXT(p, "mixed.csv", MIXED);
+    nf_import_select a = {.columns = "eruption"};
+    expect_select_error(p, &a, NF_EINVAL, "mixed.csv has no column 'eruption' (columns: id, eruptions, waiting");
+    HAS(nf_strerror_last(), "--columns 'eruption': ");
+    nf_import_select b = {.columns = "1,7"};
+    expect_select_error(p, &b, NF_EINVAL, "--columns '1,7': 7 is not a column of");
+    nf_import_select c = {.columns = "waiting,2"};
+    expect_select_error(p, &c, NF_EINVAL, "column 'waiting' is named twice");
+    nf_import_select d = {.columns = "waiting", .drop = "id"};
+    expect_select_error(p, &d, NF_EINVAL, "--columns and --drop");
+    nf_import_select e = {.columns = "waiting,kind", .context = "kind"};
+    expect_select_error(p, &e, NF_EINVAL, "column 'kind' is in --columns and in --context");
+    nf_import_select f = {.columns = "eruptions,station"};
+    expect_select_error(p, &f, NF_EDATA, "mixed.csv line 2, column 4: 'north gate' is not a number (column 'station'");
+    nf_import_select g = {.drop = "id,eruptions,waiting"};
+    expect_select_error(p, &g, NF_EINVAL, "no data columns left");
+    nf_import_select h = {.columns = "eruptions,,waiting", .context = "kind"};
+    expect_select_error(p, &h, NF_EINVAL, "an empty entry");
+    PUT_TEXT(q, "gap.csv", "a,kind\n1.5,x\n2.5,\n");
+    nf_import_select k = {.context = "kind"};
+    expect_select_error(q, &k, NF_EDATA, "gap.csv line 3, column 2 ('kind'): empty field (expected a category)");
+    /* too many categories */
+    size_t len = 0, rows = NF_IMPORT_MAX_CATEGORIES + 5;
+    char *big = malloc(rows * 32);
+    len += (size_t)sprintf(big, "v,id\n");
+    for (size_t i = 0; i < rows; i++) len += (size_t)sprintf(big + len, "%.3f,u%zu\n", 0.5 * (double)i, i);
+    char r[512];
+    put(r, sizeof r, "ids.csv", big, len);
+    free(big);
+    nf_import_select m = {.context = "id"};
+    expect_select_error(r, &m, NF_EDATA, "a categorical context takes at most 1000 distinct values");
+}
+END_TEST
+
+START_TEST(test_select_npy)
+{
+    /* (3, 3) float64: columns x0, x1, x2; x2 holds a category code */
+    double v[9] = {2.385, -1.5, 7, 0.25, 3.75, 2, -4.125, 0.5, 7};
+    unsigned char data[72];
+    for (int i = 0; i < 9; i++) {
+        uint64_t w;
+        memcpy(&w, &v[i], 8);
+        put_le(data + 8 * i, w, 8);
+    }
+    char d[512];
+    write_npy(d, sizeof d, "codes.npy", 1, "<f8", 0, "(3, 3)", data, 72);
+    nf_table t;
+    nf_import_select s = {.columns = "x1,0", .context = "x2"};
+    OK(nf_import_file_select(d, NULL, &s, &t));
+    ck_assert(t.n == 3 && t.d == 2 && t.c == 2);
+    ck_assert_str_eq(t.names[0], "x1");
+    ck_assert(t.x[0] == -1.5 && t.x[1] == 2.385 && t.x[5] == -4.125);
+    ck_assert_str_eq(t.ctx_names[0], "x2=2");
+    ck_assert_str_eq(t.ctx_names[1], "x2=7");
+    ck_assert(t.ctx[0] == 0 && t.ctx[1] == 1 && t.ctx[2] == 1 && t.ctx[3] == 0);
+    nf_table_free(&t);
+    nf_import_select bad = {.drop = "x5"};
+    expect_select_error(d, &bad, NF_EINVAL, "codes.npy has no column 'x5' (columns: x0, x1, x2)");
+    HAS(nf_strerror_last(), "--drop 'x5': ");
+}
+END_TEST
+
 /* ---- validation ----------------------------------------------------------------------------- */
 
 START_TEST(test_validate)
@@ -444,6 +599,10 @@ static Suite *import_suite(void)
     tcase_add_test(tc, test_npy_floats_orders_versions);
     tcase_add_test(tc, test_npy_errors);
     tcase_add_test(tc, test_import_file);
+    tcase_add_test(tc, test_select_default_skips_text);
+    tcase_add_test(tc, test_select_columns_context);
+    tcase_add_test(tc, test_select_errors);
+    tcase_add_test(tc, test_select_npy);
     tcase_add_test(tc, test_validate);
     suite_add_tcase(s, tc);
     return s;

@@ -7,8 +7,9 @@
  *              create leaves state behind); nf_bijector_type_find(name) returns it; names unique;
  *   builds     with default options ("") at D = 4 and 6, without context and with a context of 3;
  *   checks     nf_check_bijector_all (round trip with a far-tail row, forward(inverse(z)), brute-force
- *              log-determinant and finite-difference gradients of parameters, inputs and context in the
- *              double build, inverse gradients wherever type->inverse_backward exists) in evaluation
+ *              log-determinant and finite-difference gradients of parameters, inputs and context, in
+ *              both builds with steps and tolerances from the build's precision, inverse gradients
+ *              wherever type->inverse_backward exists) in evaluation
  *              mode at those four shapes, in training mode (b->training = 1: batch statistics,
  *              initialisation from the first batch) at two, and after init_data at two for the types
  *              that have one;

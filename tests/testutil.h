@@ -49,8 +49,8 @@ typedef struct nf_bij_inputs {
 
 /* Each returns 0 on success; on failure it ck_assert's with a message naming the case. */
 void nf_check_bijector_roundtrip(const nf_bij_case *c);
-void nf_check_bijector_logdet(const nf_bij_case *c);        /* double build: brute-force Jacobian */
-void nf_check_bijector_gradients(const nf_bij_case *c);     /* double build: params, inputs, context */
+void nf_check_bijector_logdet(const nf_bij_case *c);        /* brute-force Jacobian, in the build's precision */
+void nf_check_bijector_gradients(const nf_bij_case *c);     /* params, inputs, context */
 void nf_check_bijector_inverse_gradients(const nf_bij_case *c);
 /* All of the above that apply to this build. */
 void nf_check_bijector_all(const nf_bij_case *c);

@@ -64,6 +64,7 @@ int nf_model_save(const char *path, const nf_model *m, const nf_model_meta *meta
         if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/data", "n_val", meta->n_val);
         if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/data", "stream", meta->stream);
         if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/model", "preset", meta->preset);
+        if (rc == NF_OK && meta->names) rc = nf_data_names_write(meta->names, f, "/data");
     }
     if (rc == NF_OK && t) {
         rc = save_config(f, &t->cfg);
@@ -179,6 +180,33 @@ int nf_model_has_checkpoint(const char *path)
     return has;
 }
 
+/* The ranges of the /training settings, in the order nf_model_load_train_config reads them:
+ * whole numbers (counts, steps, the seed) and finite reals, so a damaged or hand-edited file is an
+ * error naming the setting instead of a run of 2^63 steps or a NaN learning rate. */
+static const struct {
+    double lo, hi;
+    int whole;
+} setting_range[22] = {
+    {1, 2147483647.0, 1}, /* batch */           {0, 2147483647.0, 1}, /* epochs */
+    {0, 9007199254740992.0, 1}, /* max_steps */ {0, 1e300, 0},        /* max_seconds */
+    {0, 2147483647.0, 1}, /* patience */        {0, 9007199254740992.0, 1}, /* eval_every */
+    {0, 1e300, 0},        /* clip */            {0, 2147483647.0, 1}, /* max_failures */
+    {0, 9007199254740992.0, 1}, /* good_every */ {0, 9007199254740992.0, 1}, /* checkpoint_every */
+    {0, 18446744073709549568.0, 1}, /* seed */  {0, 1e300, 0},        /* lr */
+    {0, 1, 0},            /* beta1 */           {0, 1, 0},            /* beta2 */
+    {0, 1e300, 0},        /* eps */             {0, 1e300, 0},        /* weight_decay */
+    {0, 1, 0},            /* momentum */        {0, 9007199254740992.0, 1}, /* warmup */
+    {0, 9007199254740992.0, 1}, /* schedule_total */ {0, 1, 0},       /* final_frac */
+    {0, 9007199254740992.0, 1}, /* decay_every */ {0, 1e300, 0},      /* gamma */
+};
+
+static int check_setting(const char *path, const char *name, double v, double lo, double hi, int whole)
+{
+    if (isfinite(v) && v >= lo && v <= hi && (!whole || v == floor(v))) return NF_OK;
+    return nf_error(NF_EFORMAT, "%s: training setting /training/%s is %g (expected %s from %g to %g)", path, name, v,
+                    whole ? "a whole number" : "a finite number", lo, hi);
+}
+
 int nf_model_load_train_config(const char *path, nf_train_config *c)
 {
     nf_h5 *f;
@@ -203,6 +231,9 @@ int nf_model_load_train_config(const char *path, nf_train_config *c)
         rc = nf_h5_attr_get_double(f, "/training", "eval_items", &eval_items);
     nf_h5_close(f);
     NF_TRY(rc);
+    for (int i = 0; i < 22; i++)
+        NF_TRY(check_setting(path, names[i], v[i], setting_range[i].lo, setting_range[i].hi, setting_range[i].whole));
+    NF_TRY(check_setting(path, "eval_items", eval_items, 0, 9007199254740992.0, 1));
     c->eval_items = (long)eval_items;
     c->batch = (int)v[0];
     c->epochs = (int)v[1];
@@ -227,6 +258,10 @@ int nf_model_load_train_config(const char *path, nf_train_config *c)
     c->schedule.final_frac = v[19];
     c->schedule.every = (long)v[20];
     c->schedule.gamma = v[21];
+    /* the combinations the optimizer and schedule accept (beta < 1, eps > 0, total > warmup, ...) */
+    rc = nf_optim_check(&c->optim);
+    if (rc == NF_OK) rc = nf_schedule_check(&c->schedule);
+    if (rc != NF_OK) return nf_error_context(rc, "%s: training settings in /training", path);
     return NF_OK;
 }
 

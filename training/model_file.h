@@ -11,6 +11,7 @@
 #ifndef NF_MODEL_FILE_H
 #define NF_MODEL_FILE_H
 
+#include "datasets/names.h"
 #include "training/trainer.h"
 
 #define NF_MODEL_FORMAT "nf-model"
@@ -24,6 +25,9 @@ typedef struct nf_model_meta {
     long n_train, n_val;
     char preset[64];          /* preset name if the spec came from one, else "" */
     int stream;               /* 1: training rows were read from the file batch by batch */
+    const nf_data_names *names; /* save: the training data's column and context names, written as
+                                   /data/columns and /data/context_names when not NULL; open: NULL
+                                   (read them with nf_data_names_load(.., path, "/data", d, c)) */
 } nf_model_meta;
 
 /* Write the model (+ trainer state and config when t is not NULL) to path atomically. */

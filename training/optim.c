@@ -11,6 +11,7 @@
 #include "core/blas.h"
 #include "core/threads.h"
 #include "flows/fastmath.h"
+#include "core/simd.h"
 
 /* Below this many entries a step runs on one thread: spawning threads costs more than it saves. */
 #define NF_OPTIM_PAR_MIN 32768
@@ -83,7 +84,7 @@ typedef struct step_job {
     nf_real b1, b2, c1, c2, eps, step, rbc2, l2, decay; /* Adam / AdamW */
 } step_job;
 
-static void step_part(void *arg, int part, int parts)
+NF_SIMD_CLONES static void step_part(void *arg, int part, int parts)
 {
     const step_job *j = arg;
     const long i0 = j->n * part / parts, i1 = j->n * (part + 1) / parts;
@@ -132,7 +133,7 @@ typedef struct scale_job {
     long n;
 } scale_job;
 
-static void scale_part(void *arg, int part, int parts)
+NF_SIMD_CLONES static void scale_part(void *arg, int part, int parts)
 {
     const scale_job *j = arg;
     const long i0 = j->n * part / parts, i1 = j->n * (part + 1) / parts;

@@ -176,7 +176,7 @@ expect_fail "sample: output path is a directory" 1 'adir: is a directory' -- sam
 # ---- nf info, nf data, nf --------------------------------------------------------------------
 expect_fail "info: missing model" 1 'nothere\.h5: cannot open' -- info nothere.h5
 expect_fail "info: file that is not HDF5" 1 'notes\.txt: not an HDF5 file' -- info notes.txt
-expect_fail "info: a data file" 1 "data\.h5: format 'nf-data' but expected 'nf-model'" -- info data.h5
+expect_fail "info: a data file without /x" 1 'noxy\.h5: no dataset /x' -- info noxy.h5
 expect_fail "info: damaged model" 1 'trunc\.h5' -- info trunc.h5
 expect_fail "info: unknown option" 2 "unknown option '--all'" -- info model.h5 --all
 expect_fail "data make: unknown data set" 2 "unknown data set 'wobble': expected one of moons" -- data make wobble -n 10 -o keep.h5

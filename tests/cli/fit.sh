@@ -29,7 +29,17 @@ rc=$?
 check "nf without a command exits 2 with the usage on stderr" \
     bash -c "[ $rc = 2 ] && [ ! -s '$T/out' ] && grep -q 'usage' '$T/err'"
 v=$(nfrun --version 2>&1)
-check "nf --version names the version and precision ($v)" bash -c "[[ '$v' =~ ^nf\ [0-9]+\.[0-9]+\.[0-9]+\ \((float|double)\ build\)$ ]]"
+vre='^nf [0-9]+\.[0-9]+\.[0-9]+ \((float|double) build; matrix kernel: (nf-avx512|openblas \(.+\))\)$'
+check "nf --version names the version, precision and matrix kernel ($v)" bash -c '[[ $1 =~ $2 ]]' _ "$v" "$vre"
+# the kernel follows the CPU (cpuid) and NF_KERNEL; the same binary runs without AVX-512
+if grep -qw avx512f /proc/cpuinfo; then want=nf-avx512; else want="openblas (this CPU has no AVX-512)"; fi
+check "nf --version: the kernel is '$want' on this CPU" bash -c '[[ $1 == *"kernel: $2)" ]]' _ "$v" "$want"
+vb=$(NF_KERNEL=blas nfrun --version 2>&1)
+check "NF_KERNEL=blas: the kernel is OpenBLAS ($vb)" bash -c '[[ $1 == *"kernel: openblas ("* ]]' _ "$vb"
+NF_KERNEL=avx nfrun --version >"$T/out" 2>"$T/err"
+rc=$?
+check "NF_KERNEL=avx (unknown): exit 2 with one line naming the variable" \
+    bash -c "[ $rc = 2 ] && [ ! -s '$T/out' ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q NF_KERNEL '$T/err'"
 
 # ---- data ------------------------------------------------------------------------------------
 nfrun data make moons -n 1500 --seed 11 -o train.h5 >/dev/null 2>"$T/err"
@@ -85,9 +95,10 @@ gap=$(json_field "$j" kl_gap)
 check "eval: n = 1000 and dim = 2 (got $n, $dim)" test "$n $dim" = "1000 2"
 check "eval: bits_per_dim = -mean_log_prob / (2 ln 2) ($bpd)" close_to "$bpd" "$(awk -v m="$mean" 'BEGIN {printf "%.12g", -m / (2 * log(2))}')" 1e-6
 check "eval: kl_gap = true_mean_log_prob - mean_log_prob ($gap)" close_to "$gap" "$(awk -v a="$tmean" -v b="$mean" 'BEGIN {printf "%.12g", a - b}')" 1e-6
-# An untrained flow (a Gaussian fit, thanks to the standardize layer) is 1.0 nats off.
-check "eval: the trained model is within 0.5 nats of the truth and not better (gap $gap)" \
-    awk -v g="$gap" 'BEGIN {exit !(g > -0.1 && g < 0.5)}'
+# An untrained flow (a Gaussian fit, thanks to the standardize layer) is 1.0 nats off; these 500
+# steps reach 0.19-0.27 (seeds 5-7, both builds); a model cannot beat the truth on average.
+check "eval: the trained model is within 0.35 nats of the truth and not better (gap $gap)" \
+    awk -v g="$gap" 'BEGIN {exit !(g > 0 && g < 0.35)}'
 check "eval: standard error is positive and small ($se)" awk -v s="$se" 'BEGIN {exit !(s > 0.001 && s < 0.2)}'
 nfrun eval model.h5 test.h5 >"$T/out" 2>"$T/err"
 check "eval without --json prints log-likelihood, bits/dim and the KL gap" \
@@ -101,12 +112,14 @@ read -r rows cols rank _ _ _ _ fin <<<"$("$MKBAD" stats samples.h5 /x)"
 check "sample: /x is 700 x 2, finite (got $rows x $cols, $fin)" test "$rows $cols $rank $fin" = "700 2 2 finite"
 read -r rows cols rank slmean _ _ _ fin <<<"$("$MKBAD" stats samples.h5 /logp)"
 check "sample: /logp holds 700 finite values (got $rows x $cols, $fin)" test "$rows $cols $rank $fin" = "700 1 1 finite"
+# 5000 draws: a mean is known to 0.014 sd; the model's own error is below 0.05 sd
+nfrun sample model.h5 -n 5000 --seed 8 -o many.h5 2>/dev/null
 for k in 0 1; do
     read -r dm ds <<<"$("$MKBAD" col train.h5 /x $k)"
-    read -r sm ss <<<"$("$MKBAD" col samples.h5 /x $k)"
-    check "sample: column $k mean $sm and std $ss match the data's $dm and $ds" \
+    read -r sm ss <<<"$("$MKBAD" col many.h5 /x $k)"
+    check "sample: column $k mean $sm within 0.1 sd and std $ss within 10% of the data's $dm and $ds" \
         awk -v dm="$dm" -v ds="$ds" -v sm="$sm" -v ss="$ss" \
-        'BEGIN {d = sm - dm; if (d < 0) d = -d; exit !(d < 0.2 * ds && ss > 0.75 * ds && ss < 1.25 * ds)}'
+        'BEGIN {d = sm - dm; if (d < 0) d = -d; exit !(d < 0.1 * ds && ss > 0.9 * ds && ss < 1.1 * ds)}'
 done
 nfrun sample model.h5 -n 700 --seed 3 -o again.h5 2>/dev/null
 nfrun sample model.h5 -n 700 --seed 4 -o other.h5 2>/dev/null

@@ -89,7 +89,7 @@ close_to() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN {
 # The test helper tests/cli/mkbad.c, compiled against the libnf.a next to $NF with that build's
 # precision and sanitizers.  Sets MKBAD; returns non-zero (after printing why) if it cannot build.
 build_mkbad() {
-    local flags="-std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -I$ROOT"
+    local flags="-std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -I$ROOT $(pkg-config --cflags hdf5-serial 2>/dev/null)"
     case $BUILD in *-san) flags="$flags -fsanitize=address,undefined" ;; esac
     case $BUILD in *double*) flags="$flags -DNF_DOUBLE=1" ;; esac
     local libs

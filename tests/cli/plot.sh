@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # nf plot: the pictures are written, have the expected size, are deterministic, and the heat map
-# follows the model; history and pair plots; errors leave no file.
+# follows the model (block by block, against the data it was fit to); history and pair plots;
+# errors leave no file.
 . "$(dirname "$0")/lib.bash"
 
 PNGSTAT=$T/pngstat
-if ! gcc -O1 "$ROOT/tests/cli/pngstat.c" -o "$PNGSTAT" $(pkg-config --cflags --libs cairo) 2>"$T/png.log"; then
+if ! gcc -O1 "$ROOT/tests/cli/pngstat.c" -o "$PNGSTAT" $(pkg-config --cflags --libs cairo) -lm 2>"$T/png.log"; then
     fail "build the PNG reader"; cat "$T/png.log"; finish
 fi
 
@@ -23,6 +24,31 @@ hist=$("$PNGSTAT" a.png b.png 60 40 440 440)
 heat=$("$PNGSTAT" a.png b.png 560 40 900 440)
 check "another model changes the heat-map panel ($heat of its pixels differ)" awk -v f="$heat" 'BEGIN { exit !(f > 0.2) }'
 check "the data histogram panel stays the same ($hist differ)" awk -v f="$hist" 'BEGIN { exit !(f == 0) }'
+# The heat map is the model's density, where the model puts it: two blobs, 3:1, at (-2, 1) and
+# (2, -1).  Its 10 x 10 block luminance correlates with the data histogram's drawn beside it
+# (a flipped, transposed, shifted or constant map would not), and the map of a model of the
+# data mirrored left to right, drawn next to the same data, does not.
+awk 'BEGIN { srand(3); pi = 3.14159265358979; print "x0,x1"
+    for (i = 0; i < 4000; i++) {
+        a = rand() < 0.75
+        z1 = sqrt(-2 * log(1 - rand())) * cos(2 * pi * rand()); z2 = sqrt(-2 * log(1 - rand())) * cos(2 * pi * rand())
+        printf "%.5f,%.5f\n", (a ? -2 : 2) + 0.4 * z1, (a ? 1 : -1) + 0.4 * z2
+        printf "%.5f,%.5f\n", (a ? 2 : -2) - 0.4 * z1, (a ? 1 : -1) + 0.4 * z2 > "mirror.csv"
+    } }' >blobs.csv
+sed -i '1i x0,x1' mirror.csv
+nfrun data import blobs.csv -o blobs.h5 >/dev/null 2>&1
+nfrun data import mirror.csv -o mirror.h5 >/dev/null 2>&1
+nfrun fit blobs.h5 $FIT --steps 600 --lr 3e-3 --seed 1 -o blobs_m.h5 2>/dev/null
+nfrun fit mirror.h5 $FIT --steps 600 --lr 3e-3 --seed 1 -o mirror_m.h5 2>/dev/null
+nfrun plot blobs_m.h5 --data blobs.h5 -o blobs.png 2>/dev/null
+nfrun plot mirror_m.h5 --data blobs.h5 -o mirror.png 2>/dev/null
+cb=$("$PNGSTAT" corr blobs.png 0 0 500 500 500 0 1000 500 2>&1)
+cm=$("$PNGSTAT" corr mirror.png 0 0 500 500 500 0 1000 500 2>&1)
+check "the heat map follows the model: it correlates with the data histogram beside it ($cb > 0.8)" \
+    awk -v c="$cb" 'BEGIN { exit !(c > 0.8) }'
+check "a model of the data mirrored left to right, drawn next to the same data, does not ($cm < 0.2)" \
+    awk -v c="$cm" 'BEGIN { exit !(c < 0.2) }'
+
 nfrun plot a.h5 --data moons.h5 --log -o alog.png 2>/dev/null
 logd=$("$PNGSTAT" a.png alog.png 560 40 900 440)
 check "--log draws the log-density ($logd of the heat map differs)" awk -v f="$logd" 'BEGIN { exit !(f > 0.2) }'

@@ -1,0 +1,331 @@
+/* apps/cmd_tpp.c - nf tpp: temporal point processes (import, fit, eval) over the library's
+ * sequences sources (datasets/sequences.h), the "tpp" model kind (training/model_tpp.h) and the one
+ * trainer; progress, checkpoints and --resume as nf fit (apps/train_run.h). */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/commands.h"
+#include "apps/datafile.h"
+#include "apps/flags.h"
+#include "apps/train_run.h"
+#include "core/blas.h"
+#include "datasets/sequences.h"
+#include "datasets/sequences_import.h"
+#include "training/model_tpp.h"
+
+static const char *const TPP_HELP =
+    "usage: nf tpp import|fit|eval ...   (nf tpp SUBCOMMAND --help)\n"
+    "\n"
+    "Temporal point processes, intensity-free (Shchur, Bilos and Guennemann, ICLR 2020): the\n"
+    "distribution of the next inter-event time given the history of a sequence, by a GRU over the\n"
+    "events and a log-normal mixture (or a spline flow, or an exponential/RMTPP baseline).\n"
+    "\n"
+    "  import   event sequences from CSV (long form: id, time[, mark]) or NPY (one row per sequence)\n"
+    "  fit      train a model on a sequences file (checkpoints, --resume)\n"
+    "  eval     log-likelihood of sequences: NLL per event and per sequence\n"
+    "\n"
+    "example:\n"
+    "  nf tpp import hawkes1.npy -o seq.h5\n"
+    "  nf tpp fit seq.h5 -o tpp.h5\n"
+    "  nf tpp eval tpp.h5 seq.h5\n";
+
+static const char *const IMPORT_HELP =
+    "usage: nf tpp import FILE.csv|FILE.npy -o SEQ.h5 [--t-start T] [--t-end T] [--id-col J] [--time-col J]\n"
+    "                     [--mark-col J]\n"
+    "\n"
+    "Event sequences into an nf-sequences file (docs/FORMATS.md).  A CSV is read in long form, one\n"
+    "event per row: sequence id, time and optionally an integer mark (header optional; rows in any\n"
+    "order).  An NPY array is read as one sequence per row of arrival times (the TPP benchmark\n"
+    "files).  Every sequence is observed on [t_start, t_end]: by default from 0 to its own last event.\n"
+    "\n"
+    "  -o FILE          output file (written atomically)\n"
+    "  --t-start T      start of every window                 [0]\n"
+    "  --t-end T        end of every window                   [each sequence's last event]\n"
+    "  --id-col J       CSV: column of the sequence id        [0]\n"
+    "  --time-col J     CSV: column of the time               [1]\n"
+    "  --mark-col J     CSV: column of the mark; -1 for none  [2 when the file has 3 columns, else -1]\n"
+    "\n"
+    "example:\n"
+    "  nf tpp import events.csv -o seq.h5 --t-end 100\n";
+
+static const char *const FIT_HELP =
+    "usage: nf tpp fit SEQ.h5 -o MODEL.h5 [options]\n"
+    "       nf tpp fit --resume MODEL.h5 [--threads N] [--quiet]\n"
+    "\n"
+    "Fit an intensity-free point process to the sequences in SEQ.h5 (nf tpp import) by maximum\n"
+    "likelihood: the loss is the NLL per event, with the survival of each sequence's last open\n"
+    "interval.  Progress on stderr; the model (with a resumable checkpoint) goes to MODEL.h5.\n"
+    "\n"
+    "model:\n"
+    "  --decoder NAME       lognormmix|flow|exponential|rmtpp                 [lognormmix]\n"
+    "  --hidden N           GRU width                                         [64]\n"
+    "  --components K       lognormmix components                             [64]\n"
+    "  --flow-layers N      flow decoder: conditional spline layers           [2]\n"
+    "  --mark-dim N         mark embedding width (sequences with marks)       [32]\n"
+    "training:\n"
+    "  --steps N            optimizer steps                                   [2000]\n"
+    "  --batch N            sequences per step                                [64]\n"
+    "  --lr X               learning rate (Adam, cosine schedule)             [5e-3]\n"
+    "  --clip X             gradient-norm clip; 0 = off                       [5]\n"
+    "  --val-frac F         sequences held out for validation                 [0.2]\n"
+    "  --eval-every N       validate every N steps                            [100]\n"
+    "  --patience N         stop after N validations without improvement      [0: never]\n"
+    "  --seed S             weights, split and batches                        [1]\n"
+    "  --threads N          threads                                           [all cores]\n"
+    "  --checkpoint-every N write the model file every N steps                [200]\n"
+    "  --quiet              no progress output\n"
+    "\n"
+    "example:\n"
+    "  nf tpp fit seq.h5 --decoder lognormmix --steps 3000 -o tpp.h5\n";
+
+static const char *const EVAL_HELP =
+    "usage: nf tpp eval MODEL.h5 SEQ.h5 [--json] [--batch N]\n"
+    "\n"
+    "Log-likelihood of the sequences in SEQ.h5 under the model: the NLL per event and per sequence\n"
+    "with the survival of each last open interval (the likelihood on [t_start, t_end]), and the same\n"
+    "without the survival term (the convention of the benchmark sets' true NLL: intervals from t_start\n"
+    "to each event only).\n"
+    "\n"
+    "  --json         one JSON object\n"
+    "  --batch N      sequences per batch                  [64]\n"
+    "\n"
+    "example:\n"
+    "  nf tpp eval tpp.h5 test.h5 --json\n";
+
+static void set_threads(int threads)
+{
+    if (threads > 0) omp_set_num_threads(threads);
+    nf_blas_set_threads(threads > 0 ? threads : omp_get_max_threads());
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    const char *cmd = "tpp import", *out = NULL, *pos[1];
+    double t_start = NAN, t_end = NAN;
+    int id_col = 0, time_col = 1, mark_col = -2;
+    const flag_spec flags[] = {
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
+        {.name = "--t-start", .kind = FLAG_DOUBLE, .dst = &t_start, .lo = -1e300, .hi = 1e300},
+        {.name = "--t-end", .kind = FLAG_DOUBLE, .dst = &t_end, .lo = -1e300, .hi = 1e300},
+        {.name = "--id-col", .kind = FLAG_INT, .dst = &id_col, .lo = 0, .hi = 1 << 20},
+        {.name = "--time-col", .kind = FLAG_INT, .dst = &time_col, .lo = 0, .hi = 1 << 20},
+        {.name = "--mark-col", .kind = FLAG_INT, .dst = &mark_col, .lo = -1, .hi = 1 << 20},
+        {0},
+    };
+    const flags_cmd fc = {.cmd = cmd, .help = IMPORT_HELP, .flags = flags, .max_pos = 1};
+    int urc = flags_parse(&fc, argc, argv, pos, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (!pos[0]) return cli_usage_error(cmd, "no input file given (expected: nf tpp import FILE -o SEQ.h5)");
+    if (!out) return cli_usage_error(cmd, "no output file given (expected -o SEQ.h5)");
+    if (app_check_output(out) != NF_OK) return cli_fail(cmd);
+    nf_table t = {0};
+    nf_seq_import_summary sum;
+    size_t len = strlen(pos[0]);
+    int npy = len > 4 && !strcmp(pos[0] + len - 4, ".npy");
+    int rc = nf_import_file(pos[0], &t);
+    if (rc == NF_OK && npy) {
+        rc = nf_sequences_import_wide(out, pos[0], &t, t_start, t_end, &sum);
+    } else if (rc == NF_OK) {
+        if (mark_col == -2) mark_col = t.d >= 3 ? 2 : -1;
+        rc = nf_sequences_import_long(out, pos[0], &t, id_col, time_col, mark_col, t_start, t_end, &sum);
+    }
+    nf_table_free(&t);
+    if (rc != NF_OK) return cli_fail(cmd);
+    char marks[48] = "";
+    if (sum.num_marks) snprintf(marks, sizeof marks, ", %d mark types", sum.num_marks);
+    fprintf(stderr, "nf tpp import: %zu sequences, %zu events%s; windows from %g to %s; wrote %s\n", sum.n_seq,
+            sum.n_events, marks, sum.t_start, sum.t_end_is_last ? "each sequence's last event" : "the given --t-end",
+            out);
+    return 0;
+}
+
+static int cmd_fit(int argc, char **argv)
+{
+    const char *cmd = "tpp fit", *out = NULL, *resume = NULL, *decoder = "lognormmix", *pos[1];
+    nf_tpp_config mc;
+    nf_tpp_config_init(&mc);
+    nf_train_config tc;
+    nf_train_config_init(&tc);
+    tc.max_steps = 2000;
+    tc.batch = 64;
+    tc.clip = 5;
+    tc.eval_every = 100;
+    tc.checkpoint_every = 200;
+    double lr = 5e-3, val_frac = 0.2;
+    long seed = 1;
+    int threads = 0, quiet = 0;
+    const flag_spec flags[] = {
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
+        {.name = "--resume", .kind = FLAG_STRING, .dst = &resume},
+        {.name = "--decoder", .kind = FLAG_STRING, .dst = &decoder},
+        {.name = "--hidden", .kind = FLAG_INT, .dst = &mc.hidden, .lo = 1, .hi = 4096},
+        {.name = "--components", .kind = FLAG_INT, .dst = &mc.components, .lo = 1, .hi = 1024},
+        {.name = "--flow-layers", .kind = FLAG_INT, .dst = &mc.flow_layers, .lo = 1, .hi = 64},
+        {.name = "--mark-dim", .kind = FLAG_INT, .dst = &mc.mark_dim, .lo = 1, .hi = 1024},
+        {.name = "--steps", .kind = FLAG_LONG, .dst = &tc.max_steps, .lo = 1, .hi = 1L << 40},
+        {.name = "--batch", .kind = FLAG_INT, .dst = &tc.batch, .lo = 1, .hi = 1 << 20},
+        {.name = "--lr", .kind = FLAG_DOUBLE, .dst = &lr, .lo = 0, .hi = 10},
+        {.name = "--clip", .kind = FLAG_DOUBLE, .dst = &tc.clip, .lo = 0, .hi = 1e12},
+        {.name = "--val-frac", .kind = FLAG_DOUBLE, .dst = &val_frac, .lo = 0, .hi = 0.9},
+        {.name = "--eval-every", .kind = FLAG_LONG, .dst = &tc.eval_every, .lo = 0, .hi = 1L << 40},
+        {.name = "--patience", .kind = FLAG_INT, .dst = &tc.patience, .lo = 0, .hi = 1 << 30},
+        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
+        {.name = "--threads", .kind = FLAG_INT, .dst = &threads, .lo = 1, .hi = 4096},
+        {.name = "--checkpoint-every", .kind = FLAG_LONG, .dst = &tc.checkpoint_every, .lo = 0, .hi = 1L << 40},
+        {.name = "--quiet", .alias = "-q", .kind = FLAG_BOOL, .dst = &quiet},
+        {0},
+    };
+    const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 1};
+    int urc = flags_parse(&fc, argc, argv, pos, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (resume && pos[0]) return cli_usage_error(cmd, "--resume takes the model file only (the data path is stored in it)");
+    if (!resume && !pos[0]) return cli_usage_error(cmd, "no sequences file given (expected: nf tpp fit SEQ.h5 -o MODEL.h5)");
+    if (!resume && !out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
+    if (nf_tpp_decoder_parse(decoder, &mc.decoder) != NF_OK) return cli_usage_error(cmd, "--%s", nf_strerror_last());
+    set_threads(threads);
+    nf_model *m = NULL;
+    nf_source *all = NULL, *train = NULL, *val = NULL;
+    nf_trainer *t = NULL;
+    nf_model_meta meta = {0};
+    const char *data = pos[0];
+    int rc, status = 1;
+    if (resume) {
+        out = resume;
+        rc = nf_model_open(resume, &m, &meta);
+        if (rc == NF_OK && m->type != &nf_model_tpp)
+            rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", resume, m->type->kind, m->type->command);
+        if (rc == NF_OK) rc = nf_model_load_train_config(resume, &tc);
+        data = meta.data_path;
+        val_frac = meta.val_frac;
+    } else {
+        rc = app_check_output(out);
+        tc.seed = (uint64_t)seed;
+        tc.optim.lr = lr;
+        nf_schedule_init(&tc.schedule, NF_SCHED_COSINE, lr);
+        tc.schedule.total = tc.max_steps;
+        mc.seed = (uint64_t)seed;
+    }
+    if (rc == NF_OK) rc = nf_source_sequences_load(&all, data);
+    if (rc == NF_OK) rc = nf_source_split(all, val_frac, tc.seed, &val, &train);
+    if (rc == NF_OK && !m) {
+        rc = nf_model_tpp_create(&m, &mc, train);
+        snprintf(meta.data_path, sizeof meta.data_path, "%s", data);
+        snprintf(meta.data_dataset, sizeof meta.data_dataset, "/times");
+        meta.val_frac = val_frac;
+    }
+    if (rc == NF_OK) {
+        meta.n_train = (long)train->n;
+        meta.n_val = val ? (long)val->n : 0;
+        rc = nf_trainer_create(&t, m, &tc, train, val);
+    }
+    if (rc == NF_OK && resume) rc = nf_model_load_trainer(resume, t);
+    if (rc != NF_OK) {
+        status = cli_fail(cmd);
+    } else if (resume && nf_trainer_finished(t)) {
+        fprintf(stderr, "nf %s: %s already finished (step %ld); nothing to resume\n", cmd, resume, t->step);
+        status = 0;
+    } else {
+        if (!quiet)
+            fprintf(stderr, "nf %s: %zu training and %zu validation sequences; %zu parameters (%s decoder)\n", cmd,
+                    train->n, val ? val->n : 0, m->P->n, decoder);
+        app_train_run r = {.cmd = cmd, .out = out, .model = m, .meta = &meta, .quiet = quiet};
+        status = app_train_run_go(&r, t);
+    }
+    nf_trainer_free(t);
+    nf_model_free(m);
+    nf_source_free(train);
+    nf_source_free(val);
+    nf_source_free(all);
+    return status;
+}
+
+/* Sum of the per-sequence log-likelihoods of src (and their number of events). */
+static int total_ll(nf_model *m, const nf_source *src, int batch, double *sum, size_t *events)
+{
+    double *v = malloc(src->n * sizeof *v), mean;
+    if (!v) return nf_error(NF_ENOMEM, "out of memory");
+    int rc = nf_model_evaluate(m, src, 0, batch, NULL, &mean, NULL, v);
+    *sum = 0;
+    for (size_t i = 0; rc == NF_OK && i < src->n; i++) *sum += v[i];
+    free(v);
+    nf_sequences q = nf_source_sequences(src);
+    *events = (size_t)(q.offsets[src->n] - q.offsets[0]);
+    return rc;
+}
+
+static void json_num(const char *key, double v)
+{
+    if (isfinite(v)) printf(", \"%s\": %.9g", key, v);
+    else printf(", \"%s\": null", key);
+}
+
+static int cmd_eval(int argc, char **argv)
+{
+    const char *cmd = "tpp eval", *pos[2];
+    int json = 0, batch = 64;
+    const flag_spec flags[] = {
+        {.name = "--json", .kind = FLAG_BOOL, .dst = &json},
+        {.name = "--batch", .kind = FLAG_INT, .dst = &batch, .lo = 1, .hi = 1 << 20},
+        {0},
+    };
+    const flags_cmd fc = {.cmd = cmd, .help = EVAL_HELP, .flags = flags, .max_pos = 2};
+    int urc = flags_parse(&fc, argc, argv, pos, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (!pos[0] || !pos[1]) return cli_usage_error(cmd, "expected MODEL.h5 and SEQ.h5");
+    nf_model *m = NULL;
+    nf_source *s = NULL, *ns = NULL;
+    double *te = NULL, with, without;
+    size_t events = 0;
+    int rc = nf_model_open(pos[0], &m, NULL);
+    if (rc == NF_OK && m->type != &nf_model_tpp)
+        rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", pos[0], m->type->kind, m->type->command);
+    if (rc == NF_OK) rc = nf_source_sequences_load(&s, pos[1]);
+    if (rc == NF_OK) rc = total_ll(m, s, batch, &with, &events);
+    /* without the survival term: the same sequences with windows that close at their last event */
+    nf_sequences q = nf_source_sequences(s);
+    if (rc == NF_OK) {
+        te = malloc(s->n * sizeof *te);
+        if (!te) rc = nf_error(NF_ENOMEM, "out of memory");
+        for (size_t i = 0; rc == NF_OK && i < s->n; i++)
+            te[i] = q.offsets[i + 1] > q.offsets[i] ? q.times[q.offsets[i + 1] - 1] : q.t_start[i];
+    }
+    if (rc == NF_OK)
+        rc = nf_source_sequences_wrap(&ns, s->n, q.offsets, q.times, q.t_start, te, q.marks, s->num_marks);
+    if (rc == NF_OK) rc = total_ll(m, ns, batch, &without, &events);
+    if (rc == NF_OK) {
+        double n = (double)s->n, e = (double)(events ? events : 1);
+        if (json) {
+            printf("{\"sequences\": %zu, \"events\": %zu", s->n, events);
+            json_num("nll_per_event", -with / e);
+            json_num("nll_per_sequence", -with / n);
+            json_num("nll_per_event_no_survival", -without / e);
+            json_num("nll_per_sequence_no_survival", -without / n);
+            printf("}\n");
+        } else {
+            printf("data                %s (%zu sequences, %zu events)\n", pos[1], s->n, events);
+            printf("NLL per event       %.5f nats (with the survival of the last open interval)\n", -with / e);
+            printf("NLL per sequence    %.5f nats\n", -with / n);
+            printf("NLL per event       %.5f nats (no survival term: the benchmark sets' convention)\n", -without / e);
+        }
+    }
+    free(te);
+    nf_source_free(ns);
+    nf_source_free(s);
+    nf_model_free(m);
+    return rc == NF_OK ? 0 : cli_fail(cmd);
+}
+
+int nf_cmd_tpp(int argc, char **argv)
+{
+    if (argc < 2 || cli_is_help(argv[1])) {
+        fputs(TPP_HELP, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "import")) return cmd_import(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "fit")) return cmd_fit(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 1, argv + 1);
+    return cli_usage_error("tpp", "unknown subcommand '%s' (expected import, fit or eval)", argv[1]);
+}

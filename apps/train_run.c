@@ -1,0 +1,121 @@
+/* apps/train_run.c - progress, signals and checkpoints around the trainer (see train_run.h). */
+#include "apps/train_run.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "apps/commands.h"
+
+static volatile int stop_requested = 0;
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+typedef struct {
+    app_train_run *r;
+    int tty;
+    double last_print;
+} run_ctx;
+
+static void fmt_time(char *buf, size_t size, double s)
+{
+    if (!isfinite(s) || s < 0) snprintf(buf, size, "?");
+    else if (s < 3600) snprintf(buf, size, "%d:%02d", (int)s / 60, (int)s % 60);
+    else snprintf(buf, size, "%dh%02d", (int)s / 3600, ((int)s % 3600) / 60);
+}
+
+static void progress(void *user, const nf_train_progress *p)
+{
+    run_ctx *c = user;
+    if (c->r->quiet) return;
+    int last = p->total_steps > 0 && p->step >= p->total_steps;
+    if (!c->tty && !last && p->seconds - c->last_print < 5.0) return;
+    if (c->tty && !last && p->seconds - c->last_print < 0.1) return;
+    c->last_print = p->seconds;
+    char eta[32], step[48], val[80], epoch[32] = "";
+    const char *m = p->metric && !strcmp(p->metric, "elbo") ? "elbo" : "ll";
+    if (p->has_data) snprintf(epoch, sizeof epoch, "epoch %d ", p->epoch);
+    fmt_time(eta, sizeof eta, p->eta_seconds);
+    if (p->total_steps > 0) snprintf(step, sizeof step, "step %ld/%ld", p->step, p->total_steps);
+    else snprintf(step, sizeof step, "step %ld", p->step);
+    if (isfinite(p->best_val)) snprintf(val, sizeof val, " | val %s %.4f (best %.4f)", m, p->val_ll, p->best_val);
+    else val[0] = '\0';
+    if (!isfinite(p->val_ll) && isfinite(p->best_val)) snprintf(val, sizeof val, " | best val %s %.4f", m, p->best_val);
+    if (c->tty) {
+        int width = 24, filled = p->total_steps > 0 ? (int)(width * (double)p->step / p->total_steps) : 0;
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+        bar[width] = '\0';
+        fprintf(stderr, "\r[%s] %s%s | train %s %.4f%s | %.0f steps/s | ETA %s\033[K", bar, epoch, step, m, p->train_ll,
+                val, p->steps_per_sec, eta);
+    } else {
+        fprintf(stderr, "%s%s | train %s %.4f%s | %.0f steps/s | ETA %s\n", epoch, step, m, p->train_ll, val,
+                p->steps_per_sec, eta);
+    }
+    fflush(stderr);
+}
+
+/* A run killed (SIGKILL, power loss) while writing a checkpoint leaves "<out>.tmp.<pid>" next to the
+ * intact model file.  Remove those of processes that no longer exist; a live writer's file stays. */
+static void remove_stale_temporaries(const char *out)
+{
+    char *d = strdup(out), *b = strdup(out);
+    const char *dir = d ? dirname(d) : NULL, *base = b ? basename(b) : NULL;
+    DIR *dp = dir && base ? opendir(dir) : NULL;
+    size_t bl = base ? strlen(base) : 0;
+    struct dirent *e;
+    while (dp && (e = readdir(dp))) {
+        if (strncmp(e->d_name, base, bl) != 0 || strncmp(e->d_name + bl, ".tmp.", 5) != 0) continue;
+        char *end;
+        long pid = strtol(e->d_name + bl + 5, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path) remove(path);
+    }
+    if (dp) closedir(dp);
+    free(d);
+    free(b);
+}
+
+static int checkpoint(void *user, nf_trainer *t)
+{
+    run_ctx *c = user;
+    return nf_model_save(c->r->out, c->r->model, c->r->meta, t);
+}
+
+int app_train_run_go(app_train_run *r, nf_trainer *t)
+{
+    run_ctx c = {.r = r, .tty = isatty(2), .last_print = -1e9};
+    remove_stale_temporaries(r->out);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    nf_train_hooks hooks = {&c, progress, checkpoint, &stop_requested};
+    int rc = nf_trainer_run(t, &hooks);
+    if (c.tty && !r->quiet) fputc('\n', stderr);
+    if (rc != NF_OK) return cli_fail(r->cmd);
+    if (stop_requested) {
+        fprintf(stderr, "nf %s: stopped at step %ld; checkpoint in %s (continue with: nf %s --resume %s)\n", r->cmd,
+                t->step, r->out, r->cmd, r->out);
+        return 130;
+    }
+    if (!r->quiet) {
+        if (t->nv && isfinite(t->best_val))
+            fprintf(stderr, "nf %s: done (%s, %.1f s); best validation %s %.4f at step %ld; wrote %s\n", r->cmd,
+                    t->stop_reason, t->seconds, r->model->type->metric, t->best_val, t->best_step, r->out);
+        else
+            fprintf(stderr, "nf %s: done (%s, %.1f s); wrote %s\n", r->cmd, t->stop_reason, t->seconds, r->out);
+    }
+    return 0;
+}
