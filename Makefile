@@ -156,7 +156,7 @@ clean:
 # its libFuzzer are installed.  Results: docs/HARDENING.md.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
-FUZZ_B       := build/fuzz
+FUZZ_B       ?= build/fuzz
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_B)/%)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_B)/%.o)

@@ -85,7 +85,9 @@ static const char *const FIT_HELP =
     "  --quiet               no progress output\n"
     "  --force               replace an existing MODEL.h5 (without it, nf fit refuses to start over a\n"
     "                        file that exists, so a new run never loses an earlier model; with it the\n"
-    "                        old file is replaced at the first checkpoint)\n"
+    "                        old file is replaced at the first checkpoint)\n";
+/* The rest of the help: one literal of it all would pass the 4095 characters C99 promises. */
+static const char *const FIT_HELP_END =
     "\n"
     "SIGINT or SIGTERM stops after the current step and writes a checkpoint that --resume continues;\n"
     "a second signal ends the process at once (the last checkpoint stays).  The output may not be the\n"
@@ -248,7 +250,9 @@ static int parse_args(int argc, char **argv, fit_args *a)
     };
     const char *pos[2];
     int npos = 0;
-    const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 2};
+    static char help[8192];
+    snprintf(help, sizeof help, "%s%s", FIT_HELP, FIT_HELP_END);
+    const flags_cmd fc = {.cmd = cmd, .help = help, .flags = flags, .max_pos = 2};
     int rc = flags_parse(&fc, argc, argv, pos, &npos);
     if (rc != FLAGS_OK) return rc == FLAGS_HELP ? -1 : 2;
     if (npos == 2) return cli_usage_error(cmd, "more than one data file ('%s' and '%s')", pos[0], pos[1]);

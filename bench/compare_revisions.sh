@@ -56,6 +56,7 @@ for cfg in "${CONFIGS[@]}"; do
     for rep in 1 2; do
         for which in old new; do
             bin=$OLD; [ $which = new ] && bin=$NEW
+            rm -f "${which}_$name.h5" # (nf fit refuses to replace a model without --force, which old builds lack)
             # shellcheck disable=SC2086
             "$bin" fit "$data" $flags -o "${which}_$name.h5" --threads 1 --checkpoint-every 0 --quiet
             rates+=("$($PY -c "import h5py; f = h5py.File('${which}_$name.h5'); c = f['/training/checkpoint']; print(c.attrs['step'] / c.attrs['seconds'])")")

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/types.h>
+#include <sys/stat.h>
 
 void nf_table_free(nf_table *t)
 {
@@ -518,6 +519,16 @@ int nf_import_npy(const char *path, nf_table *out)
         if (n == 0 || d == 0) rc = nf_error(NF_EDATA, "%s: no data rows (shape (%zu, %zu))", path, n, d);
         else if (n > SIZE_MAX / d / sizeof(double))
             rc = nf_error(NF_ENOMEM, "%s: array of shape (%zu, %zu) is too large for memory", path, n, d);
+    }
+    /* the file must hold the declared data before memory is taken for it (a damaged header can
+     * declare terabytes) */
+    if (rc == NF_OK) {
+        long at = ftell(fp);
+        struct stat st;
+        if (at >= 0 && fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode) &&
+            (double)(st.st_size - at) < (double)n * (double)d * size)
+            rc = nf_error(NF_EFORMAT, "%s: file ends after %lld of %.0f bytes of data", path, (long long)(st.st_size - at),
+                          (double)n * (double)d * size);
     }
     if (rc == NF_OK && !(out->x = malloc(n * d * sizeof(double))))
         rc = nf_error(NF_ENOMEM, "%s: out of memory for %zu x %zu values", path, n, d);

@@ -1,8 +1,9 @@
 /* tests/check_blas.c - matrix products: nf_gemm against a naive double-precision product for every
  * transpose pair, sizes around the kernel's tile edges (12 rows, 2-vector strips, 256-deep blocks),
  * strides wider than the matrices, alpha and beta (beta = 0 must clear NaN), K = 0; the same bits on
- * one and two threads (native backend); and the native backend against OpenBLAS.  (The sanitizer
- * build does not target AVX-512, so there only the OpenBLAS backend runs.) */
+ * one and two threads (native backend); and the native backend against OpenBLAS.  The native
+ * backend runs where the CPU has AVX-512 (every build carries it); elsewhere, and with
+ * NF_KERNEL=blas, the same checks run on OpenBLAS, and test_backend_choice checks the choice. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -177,6 +178,30 @@ START_TEST(test_gemm_openblas_backend)
 }
 END_TEST
 
+/* The kernel in use follows the CPU (cpuid) and NF_KERNEL, and can be switched both ways. */
+START_TEST(test_backend_choice)
+{
+    const char *e = getenv("NF_KERNEL");
+    const int env_blas = e && (!strcmp(e, "blas") || !strcmp(e, "openblas"));
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    const int cpu = __builtin_cpu_supports("avx512f");
+#else
+    const int cpu = 0;
+#endif
+    nf_blas_backend was = nf_blas_get_backend();
+    ck_assert_msg(was == (cpu && !env_blas ? NF_BLAS_NATIVE : NF_BLAS_OPENBLAS),
+                  "backend %d with avx512f=%d and NF_KERNEL=%s (%s)", (int)was, cpu, e ? e : "(unset)",
+                  nf_blas_kernel_name());
+    ck_assert(strstr(nf_blas_kernel_name(), was == NF_BLAS_NATIVE ? "avx512" : "openblas") != NULL);
+    ck_assert(nf_blas_set_backend(NF_BLAS_OPENBLAS) == NF_BLAS_OPENBLAS);
+    ck_assert(strncmp(nf_blas_kernel_name(), "openblas", 8) == 0);
+    ck_assert(nf_blas_set_backend(NF_BLAS_NATIVE) == (cpu ? NF_BLAS_NATIVE : NF_BLAS_OPENBLAS));
+    nf_blas_set_backend(NF_BLAS_AUTO);
+    ck_assert(nf_blas_get_backend() == was);
+}
+END_TEST
+
 static Suite *blas_suite(void)
 {
     Suite *s = suite_create("blas");
@@ -187,6 +212,7 @@ static Suite *blas_suite(void)
     tcase_add_test(t, test_gemm_threads_and_backends);
     tcase_add_test(t, test_gemm_row_split);
     tcase_add_test(t, test_gemm_openblas_backend);
+    tcase_add_test(t, test_backend_choice);
     suite_add_tcase(s, t);
     return s;
 }

@@ -5,6 +5,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -597,6 +598,121 @@ START_TEST(test_params_roundtrip)
 }
 END_TEST
 
+/* Issue 16: what nf writes carries checksums and fixed-length strings; a flipped bit, a dataset
+ * declared larger than stored and a non-finite parameter are errors, not numbers. */
+START_TEST(test_integrity)
+{
+    TPATH(p, "integrity.h5");
+    double x[600];
+    for (int i = 0; i < 600; i++) x[i] = 0.385 + 0.01 * i;
+    const char *names[] = {"alpha", "a much longer name", ""};
+    nf_h5 *f;
+    OK(nf_h5_create(&f, p, "nf-data", 1));
+    OK(nf_h5_write_double(f, "/x", x, 300, 2));
+    OK(nf_h5_write_strings(f, "/names", names, 3));
+    OK(nf_h5_attr_set_string(f, "/", "note", "2.385 nats"));
+    OK(nf_h5_attr_set_string(f, "/", "empty", ""));
+    OK(nf_h5_commit(f));
+
+    /* on disk: a chunked dataset with Fletcher32, fixed-length strings */
+    hid_t fid = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(fid, "/x", H5P_DEFAULT), dcpl = H5Dget_create_plist(d);
+    ck_assert_int_eq(H5Pget_layout(dcpl), H5D_CHUNKED);
+    unsigned flags;
+    size_t nel = 0;
+    ck_assert_int_eq(H5Pget_nfilters(dcpl), 1);
+    ck_assert_int_eq(H5Pget_filter2(dcpl, 0, &flags, &nel, NULL, 0, NULL, NULL), H5Z_FILTER_FLETCHER32);
+    haddr_t at;
+    hsize_t off[2] = {0, 0}, csize;
+    hid_t fs = H5Dget_space(d);
+    ck_assert(H5Dget_chunk_info(d, fs, 0, off, &flags, &at, &csize) >= 0);
+    H5Sclose(fs);
+    H5Pclose(dcpl);
+    H5Dclose(d);
+    hid_t sd = H5Dopen2(fid, "/names", H5P_DEFAULT), st = H5Dget_type(sd);
+    ck_assert_int_eq(H5Tis_variable_str(st), 0);
+    H5Tclose(st);
+    H5Dclose(sd);
+    hid_t a = H5Aopen_by_name(fid, "/", "note", H5P_DEFAULT, H5P_DEFAULT), at2 = H5Aget_type(a);
+    ck_assert_int_eq(H5Tis_variable_str(at2), 0);
+    H5Tclose(at2);
+    H5Aclose(a);
+    H5Fclose(fid);
+
+    /* read back exactly, fixed-length strings included */
+    double *y;
+    size_t r, c;
+    char **s, buf[64];
+    size_t n;
+    OK(nf_h5_open(&f, p, "nf-data", 1));
+    OK(nf_h5_read_double(f, "/x", &y, &r, &c));
+    ck_assert(r == 300 && c == 2 && memcmp(x, y, sizeof x) == 0);
+    free(y);
+    OK(nf_h5_read_strings(f, "/names", &s, &n));
+    ck_assert(n == 3 && !strcmp(s[0], "alpha") && !strcmp(s[1], "a much longer name") && !strcmp(s[2], ""));
+    nf_h5_strings_free(s, n);
+    OK(nf_h5_attr_get_string(f, "/", "note", buf, sizeof buf));
+    ck_assert_str_eq(buf, "2.385 nats");
+    OK(nf_h5_attr_get_string(f, "/", "empty", buf, sizeof buf));
+    ck_assert_str_eq(buf, "");
+    OK(nf_h5_check_stored(f, "/x"));
+    nf_h5_close(f);
+
+    /* one flipped bit in the first chunk of /x: a checksum error naming the dataset */
+    FILE *fp = fopen(p, "r+b");
+    ck_assert_ptr_nonnull(fp);
+    fseek(fp, (long)at + 100, SEEK_SET);
+    int byte = fgetc(fp);
+    fseek(fp, (long)at + 100, SEEK_SET);
+    fputc(byte ^ 0x10, fp);
+    fclose(fp);
+    OK(nf_h5_open(&f, p, "nf-data", 1));
+    ck_assert_int_eq(nf_h5_read_double(f, "/x", &y, &r, &c), NF_EIO);
+    HAS(nf_strerror_last(), "integrity.h5: cannot read dataset /x (damaged file: a checksum");
+    nf_h5_close(f);
+
+    /* a dataset declared 1e8 x 10 that holds nothing: refused before any allocation */
+    TPATH(q, "declared.h5");
+    OK(nf_h5_create(&f, q, "nf-data", 1));
+    OK(nf_h5_commit(f));
+    fid = H5Fopen(q, H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t dims[2] = {100000000, 10};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    d = H5Dcreate2(fid, "/x", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert(d >= 0);
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Fclose(fid);
+    OK(nf_h5_open(&f, q, "nf-data", 1));
+    ck_assert_int_eq(nf_h5_check_stored(f, "/x"), NF_EFORMAT);
+    HAS(nf_strerror_last(), "declared.h5: dataset /x declares 1000000000 values (8000000000 bytes) but the file stores 0");
+    ck_assert_int_eq(nf_h5_read_double(f, "/x", &y, &r, &c), NF_EFORMAT);
+    nf_h5_close(f);
+
+    /* a non-finite parameter or a negative second moment is refused, naming entry and slice */
+    const char *pn[] = {"flow.0.w", "flow.0.b"};
+    const size_t ps[] = {4, 2};
+    nf_params *P = make_params(pn, ps, 2, 2.385);
+    TPATH(m, "nanparam.h5");
+    for (int k = 0; k < 2; k++) {
+        nf_params *Q = make_params(pn, ps, 2, 0.0);
+        if (k == 0) P->value[5] = (nf_real)NAN;
+        else P->value[5] = 1, P->v[1] = -1;
+        OK(nf_h5_create(&f, m, "nf-model", 2));
+        OK(nf_params_save(P, f, "/p", 1));
+        OK(nf_h5_commit(f));
+        OK(nf_h5_open(&f, m, "nf-model", 2));
+        ck_assert_int_eq(nf_params_load(Q, f, "/p", 1), NF_EFORMAT);
+        HAS(nf_strerror_last(), k == 0 ? "'value' entry 5 (parameter 'flow.0.b') is nan (expected a finite number)"
+                                       : "'v' entry 1 (parameter 'flow.0.w') is -1 (expected a finite number >= 0)");
+        ck_assert(Q->value[0] == (nf_real)(0.0 - 1.1)); /* the store is untouched */
+        nf_h5_close(f);
+        nf_params_free(Q);
+    }
+    nf_params_free(P);
+}
+END_TEST
+
 static Suite *h5_suite(void)
 {
     Suite *s = suite_create("h5");
@@ -612,6 +728,7 @@ static Suite *h5_suite(void)
     tcase_add_test(tc, test_atomic_writes);
     tcase_add_test(tc, test_write_errors);
     tcase_add_test(tc, test_params_roundtrip);
+    tcase_add_test(tc, test_integrity);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -195,6 +195,12 @@ expect_err "fit --stream: the same file" "big\.h5: dataset /x declares" -- fit b
 expect_err "eval: of another width: the width is checked first" "big\.h5:/x: 10 columns, expected 2" -- eval done.h5 big.h5
 expect_err "eval: of the model's width" "big2\.h5: dataset /x declares 200000000 values" -- eval done.h5 big2.h5
 check "refused before allocating for them (${SECONDS}s for the four)" test "$SECONDS" -lt 10
+# an NPY header declaring 50,000,000 x 10 float64 (4 GB) over 8 bytes of data (found by fuzz_npy)
+hdr="{'descr': '<f8', 'fortran_order': False, 'shape': (50000000, 10), }"
+printf '\x93NUMPY\x01\x00'"$(printf '\\x%02x\\x00' $((${#hdr} + 1)))"'%s\n' "$hdr" >huge.npy
+printf '\0\0\0\0\0\0\0\0' >>huge.npy
+expect_err "data import: an NPY file shorter than its header declares" \
+    "huge\.npy: file ends after 8 of 4000000000 bytes of data" -- data import huge.npy -o huge.h5
 
 # a full disk: the error, exit 1, no crash at exit, no file, the old model kept
 if gcc -shared -fPIC -O1 -o "$T/enospc.so" "$ROOT/tests/cli/enospc.c" -ldl 2>"$T/cc.log"; then

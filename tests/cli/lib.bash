@@ -23,6 +23,13 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/nf_cli_$SCRIPT.XXXXXX") || exit 2
 W=$T/w
 mkdir "$W" || exit 2
 BG_PIDS=""
+# NF_WRAP (scripts/run_tests.sh's NF_TEST_WRAP): every nf of the script runs through it.
+if [ -n "${NF_WRAP:-}" ]; then
+    mkdir "$T/wrap" || exit 2
+    printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$NF_WRAP" "$NF" >"$T/wrap/nf"
+    chmod +x "$T/wrap/nf"
+    NF=$T/wrap/nf
+fi
 
 # The traps belong to this shell only: a subshell (the watchdog of wait_bg) that is signalled in
 # the instant after fork, before bash resets its traps, would otherwise run them and delete $T
