@@ -140,8 +140,22 @@ static int write_make(const char *out, const nf_dataset *ds, long seed, size_t n
     return nf_h5_commit(f);
 }
 
+/* Data families with generators and files of their own (event sequences, causal data), one
+ * function each (apps/commands.h): `nf data make FAMILY-NAME ...` hands the whole command line to it
+ * when the name comes first. */
+static const struct {
+    const char *prefix;
+    int (*make)(int argc, char **argv);
+} make_families[] = {
+    /* {"tpp-", app_data_make_tpp}, */
+    {NULL, NULL},
+};
+
 static int cmd_make(int argc, char **argv)
 {
+    for (int i = 0; argc > 1 && make_families[i].prefix; i++)
+        if (!strncmp(argv[1], make_families[i].prefix, strlen(make_families[i].prefix)))
+            return make_families[i].make(argc, argv);
     const char *cmd = "data make", *name = NULL, *out = NULL;
     long n = DEFAULT_N, seed = DEFAULT_SEED, model_seed = 0, ent_n = DEFAULT_ENTROPY_N;
     int list = 0, set_dim = 0, set_k = 0, set_ms = 0, set_flow = 0, threads = 0;

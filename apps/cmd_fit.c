@@ -5,12 +5,8 @@
  * checkpoint, so killing the process at any moment leaves the previous good file.  SIGINT/SIGTERM
  * stop after the current step and write a final checkpoint that --resume continues from.
  */
-#include <dirent.h>
-#include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <omp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +15,7 @@
 #include "apps/commands.h"
 #include "apps/datafile.h"
 #include "apps/flags.h"
+#include "apps/train_run.h"
 #include "core/blas.h"
 #include "core/rng.h"
 #include "datasets/names.h"
@@ -100,85 +97,11 @@ static const char *const FIT_HELP_END =
     "  nf fit --target u2 --steps 3000 -o q.h5      # variational fit; nf plot q.h5 draws both\n"
     "  nf fit --resume model.h5          # continue a stopped or killed run\n";
 
-static volatile int stop_requested = 0;
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
-
+/* What the model builders fill in; the training run itself is apps/train_run.c's. */
 typedef struct fit_ctx {
     const char *out;
-    nf_model *model;
     nf_model_meta meta;
-    int quiet, tty;
-    double last_print;
 } fit_ctx;
-
-static void fmt_time(char *buf, size_t size, double s)
-{
-    if (!isfinite(s) || s < 0) snprintf(buf, size, "?");
-    else if (s < 3600) snprintf(buf, size, "%d:%02d", (int)s / 60, (int)s % 60);
-    else snprintf(buf, size, "%dh%02d", (int)s / 3600, ((int)s % 3600) / 60);
-}
-
-static void progress(void *user, const nf_train_progress *p)
-{
-    fit_ctx *c = user;
-    if (c->quiet) return;
-    int last = p->total_steps > 0 && p->step >= p->total_steps;
-    if (!c->tty && !last && p->seconds - c->last_print < 5.0) return;
-    if (c->tty && !last && p->seconds - c->last_print < 0.1) return;
-    c->last_print = p->seconds;
-    char eta[32], step[48], val[80], epoch[32] = "";
-    if (p->has_data) snprintf(epoch, sizeof epoch, "epoch %d ", p->epoch);
-    const char *m = p->metric && !strcmp(p->metric, "elbo") ? "elbo" : "ll";
-    fmt_time(eta, sizeof eta, p->eta_seconds);
-    if (p->total_steps > 0) snprintf(step, sizeof step, "step %ld/%ld", p->step, p->total_steps);
-    else snprintf(step, sizeof step, "step %ld", p->step);
-    if (isfinite(p->best_val)) snprintf(val, sizeof val, " | val %s %.4f (best %.4f)", m, p->val_ll, p->best_val);
-    else val[0] = '\0';
-    if (!isfinite(p->val_ll) && isfinite(p->best_val)) snprintf(val, sizeof val, " | best val %s %.4f", m, p->best_val);
-    if (c->tty) {
-        int width = 24, filled = p->total_steps > 0 ? (int)(width * (double)p->step / p->total_steps) : 0;
-        char bar[32];
-        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
-        bar[width] = '\0';
-        fprintf(stderr, "\r[%s] %s%s | train %s %.4f%s | %.0f steps/s | ETA %s\033[K", bar, epoch, step, m, p->train_ll, val, p->steps_per_sec, eta);
-    } else {
-        fprintf(stderr, "%s%s | train %s %.4f%s | %.0f steps/s | ETA %s\n", epoch, step, m, p->train_ll, val,
-                p->steps_per_sec, eta);
-    }
-    fflush(stderr);
-}
-
-/* A run killed (SIGKILL, power loss) while writing a checkpoint leaves "<out>.tmp.<pid>" next to the
- * intact model file.  Remove those of processes that no longer exist; a live writer's file stays. */
-static void remove_stale_temporaries(const char *out)
-{
-    char *d = strdup(out), *b = strdup(out);
-    const char *dir = d ? dirname(d) : NULL, *base = b ? basename(b) : NULL;
-    DIR *dp = dir && base ? opendir(dir) : NULL;
-    size_t bl = base ? strlen(base) : 0;
-    struct dirent *e;
-    while (dp && (e = readdir(dp))) {
-        if (strncmp(e->d_name, base, bl) != 0 || strncmp(e->d_name + bl, ".tmp.", 5) != 0) continue;
-        char *end;
-        long pid = strtol(e->d_name + bl + 5, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        char path[4096];
-        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path) remove(path);
-    }
-    if (dp) closedir(dp);
-    free(d);
-    free(b);
-}
-
-static int checkpoint(void *user, nf_trainer *t)
-{
-    fit_ctx *c = user;
-    return nf_model_save(c->out, c->model, &c->meta, t);
-}
 
 typedef struct fit_args {
     const char *data, *out, *flow, *val, *dataset, *resume, *target;
@@ -463,7 +386,6 @@ int nf_cmd_fit(int argc, char **argv)
     }
     ctx.meta.n_train = train ? (long)train->n : 0;
     ctx.meta.n_val = val ? (long)val->n : 0;
-    ctx.model = model;
     if (!resuming && !a.force && access(a.out, F_OK) == 0) {
         rc = nf_error(NF_EIO, "%s already exists and a new fit would replace it: give --force to replace it, another "
                               "-o, or --resume %s to continue its training", a.out, a.out);
@@ -492,36 +414,9 @@ int nf_cmd_fit(int argc, char **argv)
         fprintf(stderr, "nf fit: reverse KL to target %s (dimension %d), %d draws per step; %zu parameters\n", a.target,
                 model->flow->dim, a.cfg.batch, model->P->n);
     }
-    remove_stale_temporaries(ctx.out);
-    ctx.quiet = a.quiet;
-    ctx.tty = isatty(2);
-    ctx.last_print = -1e9;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND; /* a second signal ends the process, whatever the loop is doing */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    nf_train_hooks hooks = {&ctx, progress, checkpoint, &stop_requested};
-    rc = nf_trainer_run(tr, &hooks);
-    if (ctx.tty && !a.quiet) fputc('\n', stderr);
-    if (rc != NF_OK) goto fail;
-    if (stop_requested) {
-        fprintf(stderr, "nf fit: stopped at step %ld; checkpoint in %s (continue with: nf fit --resume %s)\n",
-                tr->step, ctx.out, ctx.out);
-        status = 130;
-        goto out;
-    }
-    if (!a.quiet) {
-        const char *metric = model->type->source_kind ? "log-likelihood" : "ELBO";
-        if (tr->nv && isfinite(tr->best_val))
-            fprintf(stderr, "nf fit: done (%s, %.1f s); best validation %s %.4f at step %ld; wrote %s\n",
-                    tr->stop_reason, tr->seconds, metric, tr->best_val, tr->best_step, ctx.out);
-        else
-            fprintf(stderr, "nf fit: done (%s, %.1f s); wrote %s\n", tr->stop_reason, tr->seconds, ctx.out);
-    }
-    if (!model->type->source_kind) print_vi_summary(model, a.cfg.seed, a.quiet);
-    status = 0;
+    app_train_run run = {.cmd = cmd, .out = ctx.out, .model = model, .meta = &ctx.meta, .quiet = a.quiet};
+    status = app_train_run_go(&run, tr);
+    if (status == 0 && !model->type->source_kind) print_vi_summary(model, a.cfg.seed, a.quiet);
     goto out;
 fail:
     status = cli_fail(cmd);

@@ -99,6 +99,7 @@ int app_train_run_go(app_train_run *r, nf_trainer *t)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second signal ends the process, whatever the loop is doing */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     nf_train_hooks hooks = {&c, progress, checkpoint, &stop_requested};
@@ -111,9 +112,10 @@ int app_train_run_go(app_train_run *r, nf_trainer *t)
         return 130;
     }
     if (!r->quiet) {
+        const char *metric = !strcmp(r->model->type->metric, "elbo") ? "ELBO" : "log-likelihood";
         if (t->nv && isfinite(t->best_val))
             fprintf(stderr, "nf %s: done (%s, %.1f s); best validation %s %.4f at step %ld; wrote %s\n", r->cmd,
-                    t->stop_reason, t->seconds, r->model->type->metric, t->best_val, t->best_step, r->out);
+                    t->stop_reason, t->seconds, metric, t->best_val, t->best_step, r->out);
         else
             fprintf(stderr, "nf %s: done (%s, %.1f s); wrote %s\n", r->cmd, t->stop_reason, t->seconds, r->out);
     }
