@@ -1,7 +1,8 @@
 # nf: normalizing flows in C.  `make` builds libnf.a, libnf.so and nf; `make check` runs every test
 # suite in the float and the double build, then the pool's suites under ThreadSanitizer.  Variants:
 # NF_DOUBLE=1 (double precision), SANITIZE=1 (AddressSanitizer + UndefinedBehaviorSanitizer),
-# SANITIZE=thread (ThreadSanitizer).  Objects live under build/<variant>/.
+# SANITIZE=thread (ThreadSanitizer).  Objects live under build/<variant>/ (build/float-clang
+# and so on for a compiler other than gcc).
 
 VERSION   := 0.1.0
 PREFIX    ?= /usr/local
@@ -32,6 +33,12 @@ ifeq ($(SANITIZE),thread)
   VARIANT := $(VARIANT)-tsan
   OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 endif
+# Another compiler gets its own objects: CC=clang builds under build/float-clang (CC=gcc or cc, the
+# default, under build/float), so `CC=clang make check` never mixes its objects with gcc's.
+CC_NAME := $(notdir $(lastword $(CC)))
+ifeq ($(filter gcc cc,$(CC_NAME)),)
+  VARIANT := $(VARIANT)-$(CC_NAME)
+endif
 B := build/$(VARIANT)
 
 CFLAGS  ?=
@@ -42,6 +49,16 @@ CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wpedantic -fopenmp 
            -I. $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -fopenmp -lm
 LDFLAGS += $(filter -fsanitize%,$(OPT))
+
+# MPI (data-parallel training, apps/mpi.c): nf is built with Open MPI when mpicc is found; MPI=0
+# builds without it, MPI=1 insists (and `make deps` installs it).  The library never links MPI.
+ifeq ($(MPI),)
+  MPI := $(if $(shell command -v mpicc 2>/dev/null),1,0)
+endif
+ifeq ($(MPI),1)
+  MPI_CFLAGS = -DNF_MPI=1 $(shell mpicc --showme:compile 2>/dev/null)
+  MPI_LIBS   = $(shell mpicc --showme:link 2>/dev/null)
+endif
 
 LIB_DIRS := core nn distributions flows training datasets plot
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
@@ -75,6 +92,8 @@ ifneq ($(filter x86_64%,$(shell $(CC) -dumpmachine 2>/dev/null)),)
 $(B)/core/blas_avx512.o: CFLAGS += -mavx512f
 endif
 
+$(B)/apps/mpi.o: CFLAGS += $(MPI_CFLAGS)
+
 $(B)/libnf.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -83,7 +102,7 @@ $(B)/libnf.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 $(B)/nf: $(APP_OBJ) $(B)/libnf.a
-	$(CC) -o $@ $(APP_OBJ) $(B)/libnf.a $(LDFLAGS) $(LDLIBS)
+	$(CC) -o $@ $(APP_OBJ) $(B)/libnf.a $(LDFLAGS) $(LDLIBS) $(MPI_LIBS)
 
 $(B)/tests/%: tests/%.c $(TEST_UTIL) $(B)/libnf.a
 	@mkdir -p $(dir $@)
@@ -103,7 +122,7 @@ check: deps
 	@$(MAKE) --no-print-directory check-tsan
 	@$(MAKE) --no-print-directory fuzz-smoke
 
-# ThreadSanitizer over the suites that run on the worker pool and OpenMP (build/float-tsan).  With
+# ThreadSanitizer over the suites that run on the worker pool and OpenMP (build/float-tsan-clang).  With
 # clang: its OpenMP runtime tells the sanitizer about its barriers through the Archer tool, where
 # GCC's libgomp, uninstrumented, would have every OpenMP region reported as a race.  Skipped, with
 # a line saying so, where clang or Archer is missing.

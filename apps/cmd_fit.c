@@ -15,6 +15,7 @@
 #include "apps/commands.h"
 #include "apps/datafile.h"
 #include "apps/flags.h"
+#include "apps/mpi.h"
 #include "apps/train_run.h"
 #include "core/blas.h"
 #include "core/rng.h"
@@ -310,6 +311,10 @@ int nf_cmd_fit(int argc, char **argv)
     fit_args a;
     int urc = parse_args(argc, argv, &a);
     if (urc) return urc < 0 ? 0 : urc;
+    if ((urc = app_mpi_start(cmd)) != 0) return urc;
+    /* under mpirun: each process reads its share of the rows; the first one speaks and writes */
+    const int part = app_mpi_rank(), parts = app_mpi_size();
+    if (part != 0) a.quiet = 1;
     cli_set_threads(a.threads);
 
     fit_ctx ctx = {0};
@@ -344,15 +349,20 @@ int nf_cmd_fit(int argc, char **argv)
     if ((rc = app_check_not_input(ctx.out, a.val, "--val file")) != NF_OK) goto fail;
     if (a.data) {
         size_t dim = model ? (size_t)model->flow->dim : 0, cdim = model ? (size_t)model->ctx_dim : 0;
+        if (a.stream && parts > 1) {
+            rc = nf_error(NF_EINVAL, "--stream reads batches from the file in one process; under mpirun each of the "
+                                     "%d processes loads its share of the rows instead (leave out --stream)", parts);
+            goto fail;
+        }
         rc = a.stream ? nf_source_rows_open(&all, a.data, a.dataset, dim, cdim, !model)
-                      : nf_source_rows_load(&all, a.data, a.dataset, dim, cdim, !model);
+                      : nf_source_rows_load_share(&all, a.data, a.dataset, dim, cdim, !model, part, parts);
         if (rc != NF_OK) goto fail;
         nf_source_rows_drop_logp_true(all); /* true log-densities are for nf eval; training does not need them */
         if (a.val) {
             train = all;
             all = NULL;
-            if ((rc = nf_source_rows_load(&val, a.val, a.dataset, (size_t)train->dim, (size_t)train->ctx_dim,
-                                          train->ctx_dim > 0)) != NF_OK)
+            if ((rc = nf_source_rows_load_share(&val, a.val, a.dataset, (size_t)train->dim, (size_t)train->ctx_dim,
+                                                train->ctx_dim > 0, part, parts)) != NF_OK)
                 goto fail;
         } else if ((rc = nf_source_split(all, a.val_frac, a.cfg.seed, &val, &train)) != NF_OK) {
             nf_error_context(rc, "--val-frac");
@@ -386,7 +396,7 @@ int nf_cmd_fit(int argc, char **argv)
     }
     ctx.meta.n_train = train ? (long)train->n : 0;
     ctx.meta.n_val = val ? (long)val->n : 0;
-    if (!resuming && !a.force && access(a.out, F_OK) == 0) {
+    if (!resuming && !a.force && part == 0 && access(a.out, F_OK) == 0) {
         rc = nf_error(NF_EIO, "%s already exists and a new fit would replace it: give --force to replace it, another "
                               "-o, or --resume %s to continue its training", a.out, a.out);
         goto fail;
@@ -427,5 +437,5 @@ out:
     nf_source_free(val);
     nf_source_free(all);
     nf_data_names_free(&names);
-    return status;
+    return app_mpi_end(status);
 }

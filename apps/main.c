@@ -8,6 +8,7 @@
 #endif
 
 #include "apps/commands.h"
+#include "apps/mpi.h"
 #include "core/blas.h"
 #include "core/error.h"
 
@@ -95,9 +96,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-        printf("nf %s (%s build; matrix kernel: %s)\n", NF_VERSION, NF_REAL_NAME, nf_blas_kernel_name());
+        printf("nf %s (%s build; matrix kernel: %s; MPI: %s)\n", NF_VERSION, NF_REAL_NAME, nf_blas_kernel_name(),
+               app_mpi_library());
         return 0;
     }
+    /* under mpirun only the training commands run (each checks its subcommand: nf tpp fit) */
+    if (strcmp(argv[1], "fit") && strcmp(argv[1], "tpp") && app_mpi_refuse(argv[1])) return 2;
     for (const command *c = commands; c->name; c++)
         if (!strcmp(argv[1], c->name)) return c->run(argc - 1, argv + 1);
     fprintf(stderr, "nf: unknown command '%s' (run 'nf --help' for the list)\n", argv[1]);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "apps/commands.h"
+#include "apps/mpi.h"
 
 static volatile int stop_requested = 0;
 static void on_signal(int sig)
@@ -86,16 +87,24 @@ static void remove_stale_temporaries(const char *out)
     free(b);
 }
 
+/* In a parallel run every process holds the same model and trainer; the first one writes them. */
 static int checkpoint(void *user, nf_trainer *t)
 {
     run_ctx *c = user;
+    if (app_mpi_rank() != 0) return NF_OK;
     return nf_model_save(c->r->out, c->r->model, c->r->meta, t);
 }
 
 int app_train_run_go(app_train_run *r, nf_trainer *t)
 {
+    const nf_train_comm *comm = app_mpi_comm();
+    if (nf_trainer_set_comm(t, comm) != NF_OK) return cli_fail(r->cmd);
+    int lead = app_mpi_rank() == 0, quiet = r->quiet;
+    r->quiet = quiet || !lead; /* one process speaks */
     run_ctx c = {.r = r, .tty = isatty(2), .last_print = -1e9};
-    remove_stale_temporaries(r->out);
+    if (lead) remove_stale_temporaries(r->out);
+    if (comm && !r->quiet)
+        fprintf(stderr, "nf %s: %d processes, batches of %d split among them\n", r->cmd, comm->size, t->cfg.batch);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -107,8 +116,11 @@ int app_train_run_go(app_train_run *r, nf_trainer *t)
     if (c.tty && !r->quiet) fputc('\n', stderr);
     if (rc != NF_OK) return cli_fail(r->cmd);
     if (stop_requested) {
-        fprintf(stderr, "nf %s: stopped at step %ld; checkpoint in %s (continue with: nf %s --resume %s)\n", r->cmd,
-                t->step, r->out, r->cmd, r->out);
+        char launch[32] = "";
+        if (comm) snprintf(launch, sizeof launch, "mpirun -np %d ", comm->size);
+        if (lead)
+            fprintf(stderr, "nf %s: stopped at step %ld; checkpoint in %s (continue with: %snf %s --resume %s)\n",
+                    r->cmd, t->step, r->out, launch, r->cmd, r->out);
         return 130;
     }
     if (!r->quiet) {

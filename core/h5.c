@@ -579,8 +579,11 @@ int nf_h5_check_stored(nf_h5 *f, const char *path)
     return rc;
 }
 
-/* Read a numeric dataset of any stored type into a new array of mtype (elsize bytes each). */
-static int read_array(nf_h5 *f, const char *path, hid_t mtype, size_t elsize, void **x, size_t *rows, size_t *cols)
+/* Read rows [first, first + nrows) (nrows SIZE_MAX: to the end) of a numeric dataset of any stored
+ * type into a new array of mtype (elsize bytes each): a hyperslab of whole rows, so a process of a
+ * parallel run reads its share only.  *rows receives the rows read, *total the dataset's rows. */
+static int read_array_rows(nf_h5 *f, const char *path, hid_t mtype, size_t elsize, size_t first, size_t nrows, void **x,
+                           size_t *rows, size_t *cols, size_t *total)
 {
     *x = NULL;
     hid_t d;
@@ -597,11 +600,27 @@ static int read_array(nf_h5 *f, const char *path, hid_t mtype, size_t elsize, vo
     else rc = dataset_shape(f, path, d, &rank, dims);
     if (rc == NF_OK && dims[1] && dims[0] > SIZE_MAX / dims[1] / elsize)
         rc = nf_error(NF_ENOMEM, "%s: dataset %s (%zu x %zu) is too large for memory", f->path, path, dims[0], dims[1]);
-    size_t count = rc == NF_OK ? dims[0] * dims[1] : 0;
-    if (rc == NF_OK) rc = check_stored(f, path, d, count, fsize);
+    if (rc == NF_OK && first > dims[0])
+        rc = nf_error(NF_EINVAL, "%s: dataset %s has %zu rows; row %zu does not exist", f->path, path, dims[0], first);
+    if (rc == NF_OK && nrows > dims[0] - first) nrows = dims[0] - first;
+    size_t count = rc == NF_OK ? nrows * dims[1] : 0;
+    if (rc == NF_OK) rc = check_stored(f, path, d, dims[0] * dims[1], fsize);
     if (rc == NF_OK && !(*x = malloc(count ? count * elsize : elsize)))
-        rc = nf_error(NF_ENOMEM, "%s: out of memory reading dataset %s (%zu x %zu)", f->path, path, dims[0], dims[1]);
-    if (rc == NF_OK && count && H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, *x) < 0)
+        rc = nf_error(NF_ENOMEM, "%s: out of memory reading dataset %s (%zu x %zu)", f->path, path, nrows, dims[0]);
+    hid_t fs = -1, ms = -1;
+    herr_t e = 0;
+    if (rc == NF_OK && count && nrows == dims[0]) {
+        e = H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, *x);
+    } else if (rc == NF_OK && count) {
+        hsize_t start[2] = {first, 0}, n[2] = {nrows, dims[1]}, mn = count; /* rank 1 uses the first entries */
+        fs = H5Dget_space(d);
+        ms = H5Screate_simple(1, &mn, NULL);
+        e = fs < 0 || ms < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, n, NULL);
+        if (e >= 0) e = H5Dread(d, mtype, ms, fs, H5P_DEFAULT, *x);
+    }
+    if (fs >= 0) H5Sclose(fs);
+    if (ms >= 0) H5Sclose(ms);
+    if (rc == NF_OK && e < 0)
         rc = nf_error(NF_EIO, "%s: cannot read dataset %s (damaged file: a checksum or structure error)", f->path,
                       path);
     H5Dclose(d);
@@ -610,9 +629,22 @@ static int read_array(nf_h5 *f, const char *path, hid_t mtype, size_t elsize, vo
         *x = NULL;
         return rc;
     }
-    *rows = dims[0];
+    *rows = nrows;
     *cols = dims[1];
+    if (total) *total = dims[0];
     return NF_OK;
+}
+
+static int read_array(nf_h5 *f, const char *path, hid_t mtype, size_t elsize, void **x, size_t *rows, size_t *cols)
+{
+    return read_array_rows(f, path, mtype, elsize, 0, SIZE_MAX, x, rows, cols, NULL);
+}
+
+int nf_h5_read_real_rows(nf_h5 *f, const char *path, size_t first, size_t n, nf_real **x, size_t *rows, size_t *cols,
+                         size_t *total)
+{
+    hid_t mt = sizeof(nf_real) == sizeof(double) ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
+    return read_array_rows(f, path, mt, sizeof(nf_real), first, n, (void **)x, rows, cols, total);
 }
 
 int nf_h5_read_real(nf_h5 *f, const char *path, nf_real **x, size_t *rows, size_t *cols)

@@ -42,6 +42,10 @@ int nf_h5_write_strings(nf_h5 *f, const char *path, const char *const *s, size_t
 
 /* Read into a new malloc'd array (caller frees); rows/cols receive the shape. */
 int nf_h5_read_real(nf_h5 *f, const char *path, nf_real **x, size_t *rows, size_t *cols);
+/* Rows [first, first + n) of a dataset (n clipped to the end; a 1-D dataset's entries are its rows):
+ * *rows the rows read, *total (may be NULL) the dataset's rows. */
+int nf_h5_read_real_rows(nf_h5 *f, const char *path, size_t first, size_t n, nf_real **x, size_t *rows, size_t *cols,
+                         size_t *total);
 int nf_h5_read_double(nf_h5 *f, const char *path, double **x, size_t *rows, size_t *cols);
 int nf_h5_read_int64(nf_h5 *f, const char *path, int64_t **x, size_t *rows, size_t *cols);
 int nf_h5_read_bytes(nf_h5 *f, const char *path, void **bytes, size_t *n);

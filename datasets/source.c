@@ -100,6 +100,11 @@ void nf_source_free(nf_source *s)
     free(s);
 }
 
+int nf_source_owns(const nf_source *s, size_t item)
+{
+    return !s->type->owns || s->type->owns(s, item);
+}
+
 int nf_source_split(nf_source *s, double frac, uint64_t seed, nf_source **first, nf_source **rest)
 {
     *first = *rest = NULL;
@@ -160,6 +165,12 @@ static int subset_fetch(const nf_source *s, const size_t *idx, int n, nf_batch *
     return NF_OK;
 }
 
+static int subset_owns(const nf_source *s, size_t item)
+{
+    const subset_state *st = s->state;
+    return nf_source_owns(st->parent, st->idx[item]);
+}
+
 /* Reordering a view reorders its index list: item i becomes item perm[i]. */
 static int subset_reorder(nf_source *s, size_t *perm)
 {
@@ -188,7 +199,8 @@ static void subset_destroy(nf_source *s)
 }
 
 #define SUBSET_TYPE(k) \
-    {.kind = k, .fetch = subset_fetch, .reorder = subset_reorder, .range = subset_range, .destroy = subset_destroy}
+    {.kind = k, .fetch = subset_fetch, .reorder = subset_reorder, .range = subset_range, .owns = subset_owns, \
+     .destroy = subset_destroy}
 static const nf_source_type subset_types[] = {SUBSET_TYPE("rows"), SUBSET_TYPE("sequences")};
 #undef SUBSET_TYPE
 
@@ -212,7 +224,8 @@ int nf_source_subset(const nf_source *s, const size_t *idx, size_t n, nf_source 
     }
     memcpy(copy, idx, n * sizeof *copy);
     *st = (subset_state){.parent = s, .idx = copy};
-    *v = (nf_source){.type = t, .n = n, .dim = s->dim, .ctx_dim = s->ctx_dim, .num_marks = s->num_marks, .state = st};
+    *v = (nf_source){.type = t, .n = n, .dim = s->dim, .ctx_dim = s->ctx_dim, .num_marks = s->num_marks,
+                     .partial = s->partial, .state = st};
     snprintf(v->name, sizeof v->name, "%s", s->name);
     *out = v;
     return NF_OK;
@@ -379,15 +392,76 @@ void nf_source_rows_drop_logp_true(nf_source *s)
     st->logp_true = NULL;
 }
 
+/* ---- a share of the rows (data-parallel training) ------------------------------------------------ */
+
+/* The rows [first, first + count) of a data set of n in memory: items keep their indices in the
+ * whole set (so every process of a parallel run shuffles and splits the same n items).  A batch
+ * with other rows (the first rows that data-dependent initialisation looks at, the same in every
+ * process) is read from the file, as a streamed source would.  It cannot reorder: nf_source_split
+ * gives index views of it. */
+typedef struct {
+    rows_state rows;
+    size_t first, count;
+    nf_source *file;        /* the same rows, streamed from the file */
+} share_state;
+
+static int share_fetch(const nf_source *s, const size_t *idx, int n, nf_batch *b)
+{
+    const share_state *st = s->state;
+    const int D = s->dim, C = st->rows.ctx ? s->ctx_dim : 0;
+    for (int i = 0; i < n; i++)
+        if (idx[i] < st->first || idx[i] - st->first >= st->count) return st->file->type->fetch(st->file, idx, n, b);
+    NF_TRY(nf_batch_reserve_rows(b, n, D, C));
+    for (int i = 0; i < n; i++) {
+        size_t r = idx[i] - st->first;
+        b->idx[i] = idx[i];
+        memcpy(b->x + (size_t)i * D, st->rows.x + r * D, (size_t)D * sizeof(nf_real));
+        if (C) memcpy(b->ctx + (size_t)i * C, st->rows.ctx + r * C, (size_t)C * sizeof(nf_real));
+    }
+    b->n = n;
+    b->dim = D;
+    b->ctx_dim = C;
+    return NF_OK;
+}
+
+static int share_owns(const nf_source *s, size_t item)
+{
+    const share_state *st = s->state;
+    return item >= st->first && item - st->first < st->count;
+}
+
+static void share_destroy(nf_source *s)
+{
+    share_state *st = s->state;
+    if (st) free(st->rows.x), free(st->rows.ctx), free(st->rows.logp_true), nf_source_free(st->file);
+    free(st);
+    s->state = NULL;
+}
+
+static const nf_source_type share_type = {
+    .kind = "rows",
+    .fetch = share_fetch,
+    .owns = share_owns,
+    .destroy = share_destroy,
+};
+
 int nf_source_rows_load(nf_source **out, const char *path, const char *dataset, size_t expect_d, size_t expect_c,
                         int want_ctx)
 {
+    return nf_source_rows_load_share(out, path, dataset, expect_d, expect_c, want_ctx, 0, 1);
+}
+
+int nf_source_rows_load_share(nf_source **out, const char *path, const char *dataset, size_t expect_d,
+                              size_t expect_c, int want_ctx, int part, int parts)
+{
     *out = NULL;
+    if (parts < 1 || part < 0 || part >= parts)
+        return nf_error(NF_EINVAL, "share %d of %d (expected 0 <= share < parts)", part, parts);
     nf_h5 *f;
     NF_TRY(nf_h5_open(&f, path, NULL, 0));
     char what[1200];
     rows_state st = {.owns = 1};
-    size_t n = 0, d = 0, c = 0;
+    size_t n = 0, d = 0, c = 0, total = 0, first = 0, count = SIZE_MAX;
     int rc;
     if (!nf_h5_exists(f, dataset)) {
         rc = nf_error(NF_EFORMAT, "%s: no dataset %s (expected the samples as an n x d array; "
@@ -400,7 +474,14 @@ int nf_source_rows_load(nf_source **out, const char *path, const char *dataset, 
     rc = nf_h5_shape(f, dataset, &rank, dims);
     if (rc == NF_OK && expect_d && dims[0] > 0 && dims[1] != expect_d)
         rc = nf_error(NF_EFORMAT, "%s:%s: %zu columns, expected %zu", path, dataset, dims[1], expect_d);
-    if (rc == NF_OK) rc = nf_h5_read_real(f, dataset, &st.x, &n, &d);
+    if (rc == NF_OK && parts > 1) { /* rows [N part / parts, N (part + 1) / parts) */
+        first = (size_t)((double)dims[0] * part / parts);
+        count = (size_t)((double)dims[0] * (part + 1) / parts) - first;
+        if (dims[0] < (size_t)parts)
+            rc = nf_error(NF_EDATA, "%s:%s: %zu rows for %d processes (expected at least one row each)", path, dataset,
+                          dims[0], parts);
+    }
+    if (rc == NF_OK) rc = nf_h5_read_real_rows(f, dataset, first, count, &st.x, &n, &d, &total);
     snprintf(what, sizeof what, "%s:%s", path, dataset);
     if (rc == NF_OK) rc = nf_data_validate(what, st.x, n, d, expect_d);
     if (rc == NF_OK && (want_ctx || expect_c > 0)) {
@@ -409,16 +490,16 @@ int nf_source_rows_load(nf_source **out, const char *path, const char *dataset, 
                 rc = nf_error(NF_EFORMAT, "%s: no dataset /context (the model is conditional on %zu context "
                                           "values per sample)", path, expect_c);
         } else {
-            size_t rows;
-            rc = nf_h5_read_real(f, "/context", &st.ctx, &rows, &c);
+            size_t rows, all;
+            rc = nf_h5_read_real_rows(f, "/context", first, count, &st.ctx, &rows, &c, &all);
             snprintf(what, sizeof what, "%s:/context", path);
             if (rc == NF_OK) rc = nf_data_validate(what, st.ctx, rows, c, expect_c);
-            if (rc == NF_OK && rows != n)
+            if (rc == NF_OK && all != total)
                 rc = nf_error(NF_EFORMAT, "%s:/context has %zu rows but %s has %zu (expected one context row per "
-                                          "sample)", path, rows, dataset, n);
+                                          "sample)", path, all, dataset, total);
         }
     }
-    if (rc == NF_OK && nf_h5_exists(f, "/logp_true")) {
+    if (rc == NF_OK && parts == 1 && nf_h5_exists(f, "/logp_true")) {
         size_t rows, cols;
         rc = nf_h5_read_double(f, "/logp_true", &st.logp_true, &rows, &cols);
         if (rc == NF_OK && (rows != n || cols != 1))
@@ -427,9 +508,22 @@ int nf_source_rows_load(nf_source **out, const char *path, const char *dataset, 
     }
     if (rc == NF_OK && d > (size_t)1 << 30)
         rc = nf_error(NF_EFORMAT, "%s:%s: %zu columns (expected at most 2^30)", path, dataset, d);
-    if (rc == NF_OK) {
-        snprintf(what, sizeof what, "%s:%s", path, dataset);
+    if (rc == NF_OK && parts == 1) {
         rc = rows_new(out, what, n, (int)d, (int)c, st);
+    } else if (rc == NF_OK) {
+        nf_source *v = nf_calloc(1, sizeof *v, "data source"), *file = NULL;
+        share_state *sh = nf_calloc(1, sizeof *sh, "data source");
+        if (!v || !sh) rc = NF_ENOMEM;
+        else rc = nf_source_rows_open(&file, path, dataset, d, c, c > 0);
+        if (rc != NF_OK) {
+            free(v), free(sh);
+        } else {
+            *sh = (share_state){.rows = st, .first = first, .count = n, .file = file};
+            *v = (nf_source){.type = &share_type, .n = total, .dim = (int)d, .ctx_dim = (int)c, .partial = 1,
+                             .state = sh};
+            snprintf(v->name, sizeof v->name, "%.*s", (int)sizeof v->name - 1, what);
+            *out = v;
+        }
     }
 done:
     nf_h5_close(f);

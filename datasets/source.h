@@ -66,6 +66,8 @@ struct nf_source_type {
     int (*reorder)(nf_source *s, size_t *perm);
     /* A source viewing items [first, first + n) of s (no copy; s must outlive it); NULL with reorder. */
     int (*range)(const nf_source *s, size_t first, size_t n, nf_source **out);
+    /* 1 if this process holds item `item` (a share of the data in a parallel run); NULL: all. */
+    int (*owns)(const nf_source *s, size_t item);
     void (*destroy)(nf_source *s);
 };
 
@@ -74,6 +76,7 @@ struct nf_source {
     size_t n;               /* items */
     int dim, ctx_dim;       /* rows: widths of x and context; sequences: 0, 0 */
     int num_marks;          /* sequences: mark types (0 without marks) */
+    int partial;            /* 1: a share of the items in memory (nf_source_rows_load_share) or a view of one */
     char name[1100];        /* "train.h5:/x", for messages */
     void *state;            /* kind-specific */
 };
@@ -96,6 +99,10 @@ int nf_source_split(nf_source *s, double frac, uint64_t seed, nf_source **first,
  * item idx[i] of s.  Batches fetched from it carry the view's own indices. */
 int nf_source_subset(const nf_source *s, const size_t *idx, size_t n, nf_source **out);
 
+/* 1 if the item's data is held by this process: always, except for a share of a data set loaded
+ * for data-parallel training (nf_source_rows_load_share) and views of one. */
+int nf_source_owns(const nf_source *s, size_t item);
+
 /* ---- rows -------------------------------------------------------------------------------------- */
 
 /* Rows of caller-owned arrays x (n, dim) and ctx (n, ctx_dim) or NULL: no copy, never written or
@@ -107,6 +114,13 @@ int nf_source_rows_wrap(nf_source **s, const nf_real *x, const nf_real *ctx, siz
  * match) is one error naming the file, the dataset and what was expected. */
 int nf_source_rows_load(nf_source **s, const char *path, const char *dataset, size_t expect_d, size_t expect_c,
                         int want_ctx);
+/* Share `part` of `parts` of the same file, for data-parallel training: only rows [N part / parts,
+ * N (part + 1) / parts) are read (an HDF5 hyperslab), but the source has all N items, so every
+ * process shuffles and splits the same items; nf_source_owns() says which are in memory (a batch
+ * of others is read from the file, slowly: data-dependent initialisation looks at the first rows).
+ * parts = 1 is nf_source_rows_load.  /logp_true is not read for a share. */
+int nf_source_rows_load_share(nf_source **s, const char *path, const char *dataset, size_t expect_d,
+                              size_t expect_c, int want_ctx, int part, int parts);
 /* The arrays behind a rows source (or a view of one): x (n, dim), ctx (n, ctx_dim) or NULL, and the
  * true log-density (n) or NULL.  NULL pointers for a source of another kind. */
 typedef struct nf_rows {

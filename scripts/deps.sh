@@ -4,7 +4,7 @@
 #                                    the memory measurement)
 set -u
 pkgs="build-essential pkg-config libgsl-dev libopenblas-dev libfftw3-dev libhdf5-dev
-      check libcairo2-dev fonts-dejavu-core libgif-dev"
+      check libcairo2-dev fonts-dejavu-core libgif-dev libopenmpi-dev openmpi-bin"
 if [ "${1:-}" = bench ]; then
   pkgs="$pkgs python3-torch python3-numpy python3-h5py time"
 fi

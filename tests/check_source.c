@@ -124,6 +124,71 @@ START_TEST(split_holds_the_same_items_either_way)
 }
 END_TEST
 
+/* Shares of a file (data-parallel training): the parts partition the rows, each owns its own, a
+ * split of every share holds the same items as the split of the whole, and any row can still be
+ * fetched (the held ones from memory, others from the file) with the loaded rows' values. */
+START_TEST(shares_partition_the_rows)
+{
+    write_file(-1, NULL);
+    enum { K = 3 };
+    nf_source *l, *sh[K];
+    ck_assert_int_eq(nf_source_rows_load(&l, path, "/x", 0, 0, 1), NF_OK);
+    ck_assert_int_eq(l->partial, 0);
+    for (int k = 0; k < K; k++) {
+        ck_assert_msg(nf_source_rows_load_share(&sh[k], path, "/x", D, C, 1, k, K) == NF_OK, "%s", nf_strerror_last());
+        ck_assert_int_eq(sh[k]->n, N);
+        ck_assert_int_eq(sh[k]->partial, 1);
+        ck_assert_int_eq(sh[k]->ctx_dim, C);
+    }
+    for (size_t i = 0; i < N; i++) {
+        int owners = 0;
+        for (int k = 0; k < K; k++) owners += nf_source_owns(sh[k], i);
+        ck_assert_msg(owners == 1, "row %zu held by %d shares", i, owners);
+        ck_assert(nf_source_owns(l, i));
+    }
+    ck_assert(nf_source_owns(sh[0], 0) && nf_source_owns(sh[K - 1], N - 1) && !nf_source_owns(sh[0], N - 1));
+    size_t idx[N];
+    for (size_t i = 0; i < N; i++) idx[i] = (i * 389) % N;
+    nf_batch a = {0}, b = {0};
+    ck_assert_int_eq(nf_source_fetch(l, idx, N, &a), NF_OK);
+    for (int k = 0; k < K; k++) {
+        ck_assert_int_eq(nf_source_fetch(sh[k], idx, N, &b), NF_OK); /* mostly rows of other shares */
+        same_batch(&a, &b);
+        size_t mine[N];
+        int m = 0;
+        for (size_t i = 0; i < N; i++)
+            if (nf_source_owns(sh[k], idx[i])) mine[m++] = idx[i];
+        ck_assert_int_eq(nf_source_fetch(l, mine, m, &a), NF_OK);
+        ck_assert_int_eq(nf_source_fetch(sh[k], mine, m, &b), NF_OK); /* from memory */
+        same_batch(&a, &b);
+        ck_assert_int_eq(nf_source_fetch(l, idx, N, &a), NF_OK);
+    }
+    /* the split: the same items in the same order, and the views know what their share holds */
+    nf_source *lv, *lt, *v, *t;
+    ck_assert_int_eq(nf_source_split(l, 0.2, 11, &lv, &lt), NF_OK);
+    ck_assert_int_eq(nf_source_split(sh[1], 0.2, 11, &v, &t), NF_OK);
+    ck_assert_int_eq(t->partial, 1);
+    for (size_t i = 0; i < t->n; i++) idx[i] = i;
+    ck_assert_int_eq(nf_source_fetch(lt, idx, (int)lt->n, &a), NF_OK);
+    ck_assert_int_eq(nf_source_fetch(t, idx, (int)t->n, &b), NF_OK);
+    same_batch(&a, &b);
+    int held = 0;
+    for (size_t i = 0; i < t->n; i++) held += nf_source_owns(t, i);
+    ck_assert_int_gt(held, (int)t->n / K - 60);
+    ck_assert_int_lt(held, (int)t->n / K + 60);
+    /* bad shares */
+    nf_source *bad;
+    ck_assert_int_eq(nf_source_rows_load_share(&bad, path, "/x", 0, 0, 0, 3, 3), NF_EINVAL);
+    ck_assert_int_eq(nf_source_rows_load_share(&bad, path, "/x", 0, 0, 0, 0, N + 1), NF_EDATA);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "1003 rows for 1004 processes"));
+    nf_source *srcs[] = {lv, lt, v, t, sh[0], sh[1], sh[2], l};
+    for (int i = 0; i < 8; i++) nf_source_free(srcs[i]);
+    nf_batch_free(&a);
+    nf_batch_free(&b);
+    remove_file();
+}
+END_TEST
+
 /* Wrapped arrays are the caller's: a split reorders a copy and leaves them as they were. */
 START_TEST(wrapped_arrays_are_never_written)
 {
@@ -187,6 +252,7 @@ int main(void)
     tcase_add_test(tc, streamed_rows_equal_loaded_rows);
     tcase_add_test(tc, split_holds_the_same_items_either_way);
     tcase_add_test(tc, wrapped_arrays_are_never_written);
+    tcase_add_test(tc, shares_partition_the_rows);
     tcase_add_test(tc, streamed_bad_rows_are_named);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

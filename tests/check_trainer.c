@@ -2,6 +2,7 @@
  * and model files. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -700,6 +701,123 @@ START_TEST(public_step_equals_run)
 }
 END_TEST
 
+/* ---- data-parallel training (nf_train_comm) with two threads standing in for two processes ---- */
+
+typedef struct {
+    pthread_barrier_t bar;
+    double d[2][8];
+    const nf_real *r[2];
+} fake_net;
+
+typedef struct {
+    fake_net *net;
+    int rank;
+    nf_real *scratch;
+    nf_trainer *t;
+    int rc;
+} fake_rank;
+
+/* An all-reduce: each side publishes its buffer, both add them in the same order (rank 0 + rank 1)
+ * into private scratch, and copy back after both have read. */
+static int fake_sum_double(void *user, double *buf, size_t n)
+{
+    fake_rank *me = user;
+    if (n > 8) return NF_EINVAL;
+    memcpy(me->net->d[me->rank], buf, n * sizeof *buf);
+    pthread_barrier_wait(&me->net->bar);
+    for (size_t i = 0; i < n; i++) buf[i] = me->net->d[0][i] + me->net->d[1][i];
+    pthread_barrier_wait(&me->net->bar);
+    return NF_OK;
+}
+
+static int fake_sum_real(void *user, nf_real *buf, size_t n)
+{
+    fake_rank *me = user;
+    me->net->r[me->rank] = buf;
+    pthread_barrier_wait(&me->net->bar);
+    for (size_t i = 0; i < n; i++) me->scratch[i] = me->net->r[0][i] + me->net->r[1][i];
+    pthread_barrier_wait(&me->net->bar);
+    memcpy(buf, me->scratch, n * sizeof *buf);
+    return NF_OK;
+}
+
+static void *run_rank(void *arg)
+{
+    fake_rank *me = arg;
+    me->rc = nf_trainer_run(me->t, NULL);
+    return NULL;
+}
+
+/* Two processes, each computing its half of every batch, end with the parameters of one process
+ * computing the whole batch (to rounding), and with the same validation history. */
+START_TEST(two_processes_equal_one)
+{
+    size_t n = 900, nv = 300;
+    nf_real *x = make_data(n, 3), *xv = make_data(nv, 4);
+    nf_train_config c;
+    base_config(&c);
+    nf_model *ref = new_model(x, n);
+    nf_trainer *t0;
+    ck_assert_int_eq(trainer_on(&t0, ref, &c, x, n, xv, nv), NF_OK);
+    ck_assert_int_eq(nf_trainer_run(t0, NULL), NF_OK);
+
+    fake_net net;
+    pthread_barrier_init(&net.bar, NULL, 2);
+    fake_rank ranks[2];
+    nf_train_comm comm[2];
+    nf_model *m[2];
+    nf_source *tr[2], *va[2];
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) {
+        m[k] = new_model(x, n);
+        tr[k] = rows(x, n);
+        va[k] = rows(xv, nv);
+        ranks[k] = (fake_rank){.net = &net, .rank = k, .scratch = malloc(m[k]->P->n * sizeof(nf_real))};
+        comm[k] = (nf_train_comm){.rank = k, .size = 2, .user = &ranks[k], .sum_real = fake_sum_real,
+                                  .sum_double = fake_sum_double};
+        ck_assert_int_eq(nf_trainer_create(&ranks[k].t, m[k], &c, tr[k], va[k]), NF_OK);
+        ck_assert_int_eq(nf_trainer_set_comm(ranks[k].t, &comm[k]), NF_OK);
+    }
+    for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, run_rank, &ranks[k]);
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    const double tol = sizeof(nf_real) == sizeof(double) ? 1e-9 : 1e-4;
+    double dmax = 0, amax = 0;
+    for (size_t i = 0; i < ref->P->n; i++) {
+        ck_assert(m[0]->P->value[i] == m[1]->P->value[i]); /* the processes agree exactly */
+        dmax = fmax(dmax, fabs((double)m[0]->P->value[i] - ref->P->value[i]));
+        amax = fmax(amax, fabs((double)ref->P->value[i]));
+    }
+    ck_assert_msg(dmax <= tol * amax, "relative difference %g to one process (tolerance %g)", dmax / amax, tol);
+    ck_assert_msg(dmax > 0 || sizeof(nf_real) == sizeof(double), "float sums in another order should differ a little");
+    for (int k = 0; k < 2; k++) {
+        nf_trainer *t = ranks[k].t;
+        ck_assert_int_eq(ranks[k].rc, NF_OK);
+        ck_assert_int_eq(t->step, t0->step);
+        ck_assert_int_eq(t->hist.n, t0->hist.n);
+        for (long h = 0; h < t->hist.n; h++)
+            ck_assert_msg(fabs(t->hist.val_ll[h] - t0->hist.val_ll[h]) <= 1e3 * tol * fabs(t0->hist.val_ll[h]),
+                          "validation %ld: %g against %g", h, t->hist.val_ll[h], t0->hist.val_ll[h]);
+        ck_assert_int_eq(t->best_step, t0->best_step);
+    }
+    /* a bad communicator is refused */
+    nf_train_comm bad = comm[0];
+    bad.rank = 2;
+    ck_assert_int_eq(nf_trainer_set_comm(ranks[0].t, &bad), NF_EINVAL);
+    for (int k = 0; k < 2; k++) {
+        nf_trainer_free(ranks[k].t);
+        nf_source_free(tr[k]);
+        nf_source_free(va[k]);
+        nf_model_free(m[k]);
+        free(ranks[k].scratch);
+    }
+    pthread_barrier_destroy(&net.bar);
+    free_trainer(t0);
+    nf_model_free(ref);
+    free(x);
+    free(xv);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trainer");
@@ -716,6 +834,7 @@ int main(void)
     tcase_add_test(tc, variational_learns_and_resumes);
     tcase_add_test(tc, training_in_stages);
     tcase_add_test(tc, public_step_equals_run);
+    tcase_add_test(tc, two_processes_equal_one);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -46,6 +46,9 @@ struct nf_model_type {
     const char *metric;        /* what eval's values are: "log_likelihood", "elbo" */
     int (*loss)(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss);
     int (*eval)(nf_model *m, const nf_batch *b, nf_rng *rng, double *values);
+    /* What loss is a mean over, for combining the losses of parallel processes (NULL: the batch's
+     * items; the tpp kind: its events). */
+    double (*batch_weight)(const nf_model *m, const nf_batch *b);
     int (*init_data)(nf_model *m, const nf_source *train);      /* optional */
     void (*set_training)(nf_model *m, int training);
     int (*save)(const nf_model *m, nf_h5 *f, const char *group);

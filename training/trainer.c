@@ -110,6 +110,19 @@ int nf_trainer_create(nf_trainer **out, nf_model *model, const nf_train_config *
     return NF_OK;
 }
 
+int nf_trainer_set_comm(nf_trainer *t, const nf_train_comm *comm)
+{
+    if (comm && (comm->size < 1 || comm->rank < 0 || comm->rank >= comm->size || !comm->sum_real || !comm->sum_double))
+        return nf_error(NF_EINVAL, "process %d of %d (expected 0 <= rank < size, and both sums)", comm ? comm->rank : 0,
+                        comm ? comm->size : 0);
+    nf_rng_free(t->noise);
+    t->noise = NULL;
+    t->comm = comm && comm->size > 1 ? comm : NULL;
+    if (t->comm && !(t->noise = nf_rng_alloc(nf_mix64(t->cfg.seed ^ 0x6e6f697365ULL), 1 + (uint64_t)comm->rank)))
+        return nf_error(NF_ENOMEM, "out of memory for a random stream");
+    return NF_OK;
+}
+
 static void history_free(nf_history *h)
 {
     free(h->step);
@@ -127,6 +140,7 @@ void nf_trainer_free(nf_trainer *t)
     free(t->perm);
     free(t->idx);
     nf_rng_free(t->rng);
+    nf_rng_free(t->noise);
     nf_batch_free(&t->batch);
     nf_params_free(t->best_P);
     nf_params_free(t->best_S);
@@ -272,13 +286,54 @@ static int next_batch(nf_trainer *t, int b)
 
 /* The validation metric: the mean over the validation source, or over nv draws of a stream seeded
  * afresh each time (the same draws at every validation, so they compare the parameters alone). */
+static int parallel_validation(nf_trainer *t, double *val);
+
 static int validation_metric(nf_trainer *t, double *val)
 {
+    if (t->comm) return parallel_validation(t, val);
     if (t->train) return nf_model_evaluate(t->model, t->val, 0, 1024, NULL, val, NULL, NULL);
     nf_rng *r = nf_rng_alloc(t->cfg.seed, 0x76616c);
     if (!r) return nf_error(NF_ENOMEM, "out of memory for the validation stream");
     int rc = nf_model_evaluate(t->model, NULL, t->nv, 1024, r, val, NULL, NULL);
     nf_rng_free(r);
+    return rc;
+}
+
+/* The validation metric of a parallel run: each process evaluates the items it holds (of a kind
+ * without data: items rank, rank + size, ... of nv draws from its own stream), then the sums of the
+ * values and of their count over all processes give the mean. */
+static int parallel_validation(nf_trainer *t, double *val)
+{
+    enum { CHUNK = 1024 };
+    const nf_train_comm *c = t->comm;
+    size_t *idx = malloc(CHUNK * sizeof *idx);
+    double *v = malloc(CHUNK * sizeof *v), sum[2] = {0, 0};
+    nf_batch bt = {0};
+    nf_rng *r = t->val ? NULL : nf_rng_alloc(t->cfg.seed ^ nf_mix64(0x76616c + (uint64_t)c->rank), 0x76616c);
+    int rc = idx && v && (t->val || r) ? NF_OK : nf_error(NF_ENOMEM, "out of memory validating");
+    if (rc == NF_OK && !t->val) rc = nf_batch_reserve_rows(&bt, CHUNK, 0, 0);
+    nf_model_set_training(t->model, 0);
+    for (size_t at = 0; rc == NF_OK && at < t->nv;) {
+        int k = 0;
+        for (; at < t->nv && k < CHUNK; at++)
+            if (t->val && t->val->partial ? nf_source_owns(t->val, at) : (int)(at % (size_t)c->size) == c->rank)
+                idx[k++] = at;
+        if (k == 0) continue;
+        if (t->val) {
+            rc = nf_source_fetch(t->val, idx, k, &bt);
+        } else {
+            memcpy(bt.idx, idx, (size_t)k * sizeof *idx);
+            bt.n = k;
+        }
+        if (rc == NF_OK) rc = t->model->type->eval(t->model, &bt, r, v);
+        for (int i = 0; rc == NF_OK && i < k; i++) sum[0] += v[i];
+        sum[1] += k;
+    }
+    free(idx), free(v);
+    nf_batch_free(&bt);
+    nf_rng_free(r);
+    if (rc == NF_OK) rc = c->sum_double(c->user, sum, 2);
+    if (rc == NF_OK) *val = sum[0] / sum[1];
     return rc;
 }
 
@@ -314,15 +369,57 @@ static int validate(nf_trainer *t, double lr, nf_train_progress *p)
     return NF_OK;
 }
 
+/* The loss and gradient of the global batch of b items in a parallel run (see nf_train_comm): this
+ * process's items, its mean loss L_r over w_r units, then W = sum w_r and sum w_r L_r over all
+ * processes, the gradient scaled by w_r / W and summed in place.  A non-finite loss anywhere makes
+ * the global loss non-finite, so every process sees the same divergence. */
+static int parallel_loss(nf_trainer *t, int b, double *nll)
+{
+    nf_model *f = t->model;
+    const nf_train_comm *c = t->comm;
+    int k = 0, rc = NF_OK;
+    for (int i = 0; i < b; i++) {
+        size_t item = t->train ? (size_t)t->perm[t->pos + i] : (size_t)i;
+        if (t->train && t->train->partial ? nf_source_owns(t->train, item) : i % c->size == c->rank) t->idx[k++] = item;
+    }
+    nf_params_zero_grad(f->P);
+    double loss = 0, w = 0;
+    if (k > 0) {
+        if (t->train) {
+            rc = t->train->type->fetch(t->train, t->idx, k, &t->batch);
+        } else {
+            memcpy(t->batch.idx, t->idx, (size_t)k * sizeof *t->idx);
+            t->batch.n = k;
+        }
+        if (rc == NF_OK) rc = f->type->loss(f, &t->batch, t->noise, &loss);
+        if (rc == NF_ENONFINITE) loss = NAN, rc = NF_OK;
+        w = f->type->batch_weight ? f->type->batch_weight(f, &t->batch) : (double)k;
+    }
+    NF_TRY(rc);
+    double sums[2] = {w, w > 0 ? w * loss : 0};
+    NF_TRY(c->sum_double(c->user, sums, 2));
+    const nf_real scale = (nf_real)(sums[0] > 0 ? w / sums[0] : 0);
+    nf_real *g = f->P->grad;
+    for (size_t j = 0; j < f->P->n; j++) g[j] *= scale;
+    NF_TRY(c->sum_real(c->user, g, f->P->n));
+    *nll = sums[0] > 0 ? sums[1] / sums[0] : NAN;
+    return NF_OK;
+}
+
 /* One optimizer step, or a divergence handled by restoring the last good parameters. */
 static int step_once(nf_trainer *t, double *ll, double *lr_used)
 {
     nf_model *f = t->model;
     int b = t->n && t->n - t->pos < (size_t)t->cfg.batch ? (int)(t->n - t->pos) : t->cfg.batch;
-    NF_TRY(next_batch(t, b));
-    nf_params_zero_grad(f->P);
     double nll = NAN;
-    int rc = f->type->loss(f, &t->batch, t->rng, &nll);
+    int rc;
+    if (t->comm) {
+        rc = parallel_loss(t, b, &nll);
+    } else {
+        NF_TRY(next_batch(t, b));
+        nf_params_zero_grad(f->P);
+        rc = f->type->loss(f, &t->batch, t->rng, &nll);
+    }
     double lr = nf_schedule_lr(&t->cfg.schedule, (long)t->cfg.optim.t) * t->lr_scale;
     *lr_used = lr;
     int diverged = rc == NF_ENONFINITE || (rc == NF_OK && !isfinite(nll));
@@ -406,8 +503,16 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
     int rc = NF_OK;
     t->stop_reason[0] = '\0';
     nf_train_progress p;
-    while (!nf_trainer_finished(t)) {
-        if (hooks->stop && *hooks->stop) {
+    for (;;) {
+        int stop = hooks->stop && *hooks->stop;
+        if (t->comm) { /* all processes stop together: on any one's request, at the mean elapsed time */
+            double v[2] = {stop, t->seconds};
+            if ((rc = t->comm->sum_double(t->comm->user, v, 2)) != NF_OK) break;
+            stop = v[0] > 0;
+            t->seconds = v[1] / t->comm->size;
+        }
+        if (nf_trainer_finished(t)) break;
+        if (stop) {
             snprintf(t->stop_reason, sizeof t->stop_reason, "stopped on request");
             break;
         }

@@ -76,6 +76,26 @@ typedef struct nf_train_progress {
 
 typedef struct nf_trainer nf_trainer;
 
+/* Data-parallel training across processes (apps/mpi.c implements this over MPI; the library itself
+ * does not depend on MPI).  Every process holds the same model and trainer and walks the same
+ * shuffled order of the same items; of each global batch a process computes the items it holds
+ * (nf_source_owns, when the source is a share loaded by nf_source_rows_load_share), or else the
+ * batch positions i = rank mod size; and the loss and gradient of the whole batch are
+ *     L = sum_r w_r L_r / sum_r w_r,   grad L = sum_r (w_r / W) grad L_r,   W = sum_r w_r,
+ * with L_r the process's mean loss over its w_r units (items, or what the kind's batch_weight
+ * counts): one sum of two numbers, then one in-place sum of the gradient buffer (nf_real, P->n
+ * entries).  Every process then takes the same clipped optimizer step.  Validation sums (metric,
+ * count) the same way; the stop request and the elapsed time are agreed every step, so all stop
+ * together.  Random numbers drawn inside the loss come from a per-process stream seeded by the seed
+ * and the rank; the shuffle stream stays shared (and checkpointed), so a run resumes with any
+ * number of processes. */
+typedef struct nf_train_comm {
+    int rank, size;
+    void *user;
+    int (*sum_real)(void *user, nf_real *buf, size_t n);    /* buf = its sum over all processes */
+    int (*sum_double)(void *user, double *buf, size_t n);
+} nf_train_comm;
+
 typedef struct nf_train_hooks {
     void *user;
     void (*progress)(void *user, const nf_train_progress *p);      /* after every step */
@@ -111,6 +131,8 @@ struct nf_trainer {
     long acc_steps;
     nf_batch batch;           /* the current batch (buffers reused across steps) */
     size_t *idx;              /* (cfg.batch) item indices of a batch */
+    const nf_train_comm *comm;/* NULL: one process */
+    nf_rng *noise;            /* the loss's random stream of this process (parallel runs) */
     char stop_reason[128];
 };
 
@@ -119,6 +141,8 @@ struct nf_trainer {
 int nf_trainer_create(nf_trainer **t, nf_model *model, const nf_train_config *cfg, const nf_source *train,
                       const nf_source *val);
 void nf_trainer_free(nf_trainer *t);
+/* Train across processes (see nf_train_comm; comm must outlive t).  NULL or size 1: one process. */
+int nf_trainer_set_comm(nf_trainer *t, const nf_train_comm *comm);
 /* One optimizer step on the next batch (or a divergence handled), for callers that own the loop;
  * *metric receives the batch's -loss (NaN after a divergence).  Starts a new epoch when needed and
  * validates at an epoch end or every eval_every steps (*evaluated set to 1 then). */

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# tests/cli/mpi.sh - data-parallel nf fit under mpirun (issue 15): two processes with the batch
+# split between them end with the parameters of one process with the whole batch (to rounding);
+# a killed two-process run resumes with two processes (to the bit) and with one (to rounding);
+# other commands refuse to run as several processes.  Skipped when nf was built without MPI or
+# mpirun is missing.  Run by `make check` with NF=build/<variant>/nf.
+# shellcheck source-path=SCRIPTDIR source=lib.bash
+. "$(dirname "$0")/lib.bash"
+
+# not under mpirun: a command that is one process's work refuses the launcher's environment
+OMPI_COMM_WORLD_SIZE=2 nfrun data make moons -n 10 -o x.h5 >"$T/out" 2>"$T/err"
+rc=$?
+check "nf data make as 2 processes: exit 2, one line naming mpirun" \
+    bash -c "[ $rc = 2 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'mpirun started 2' '$T/err' && [ ! -e x.h5 ]"
+
+v=$("$NF" --version)
+if [[ $v == *"MPI: none"* ]] || ! command -v mpirun >/dev/null; then
+    skip "nf built without MPI or no mpirun ($v)"
+    finish
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_rmaps_base_oversubscribe=1
+mpi() { timeout -k 5 "${NF_CLI_TIMEOUT:-120}" mpirun --oversubscribe -np "$@"; }
+if ! gcc -O1 -o "$T/h5reldiff" "$ROOT/tests/cli/h5reldiff.c" $(pkg-config --cflags --libs hdf5-serial) -lm \
+    2>"$T/cc.log"; then
+    fail "building tests/cli/h5reldiff.c: $(head -c 300 "$T/cc.log")"
+    finish
+fi
+reldiff() { "$T/h5reldiff" "$1" "$2" /model/params/value; }
+# the float build sums a batch's gradient in another order when it is split: rounding of float
+# (and over a longer run the differences grow with the steps)
+case $v in *"double build"*) tol=1e-5 long_tol=1e-5 ;; *) tol=1e-4 long_tol=2e-3 ;; esac
+below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 <= b + 0) }'; }
+
+nfrun data make gmm --dim 4 -n 3000 --seed 3 -o g.h5 >/dev/null 2>&1
+FIT=(--flow maf --layers 2 --hidden 16 --steps 200 --batch 256 --eval-every 50 --threads 1 --seed 5 --quiet)
+nfrun fit g.h5 "${FIT[@]}" -o one.h5 2>"$T/err1"
+mpi 2 "$NF" fit g.h5 "${FIT[@]}" -o two.h5 >"$T/out2" 2>"$T/err2"
+rc=$?
+check "mpirun -np 2 nf fit: exit 0 ($(head -c 300 "$T/err2"))" test "$rc" = 0
+d=$(reldiff one.h5 two.h5)
+check "2 processes x batch 128 = 1 process x batch 256 after 200 steps (relative difference $d <= $tol)" below "$d" "$tol"
+check "one process speaks: no output on stdout or stderr with --quiet" bash -c "[ ! -s '$T/out2' ] && [ ! -s '$T/err2' ]"
+dv=$("$T/h5reldiff" one.h5 two.h5 /training/checkpoint/best/value)
+check "the same best validation parameters (validation summed over processes: $dv)" below "$dv" "$tol"
+mpi 2 "$NF" fit g.h5 "${FIT[@]:0:${#FIT[@]}-1}" -o three.h5 >"$T/out3" 2>"$T/err3"
+check "progress from one process only ($(grep -c 'step 200/200' "$T/err3") closing progress lines)" \
+    bash -c "[ \$(grep -c 'step 200/200' '$T/err3') = 1 ] && grep -q '2 processes, batches of 256' '$T/err3'"
+
+# ---- a killed run resumes ----------------------------------------------------------------------
+LONG=(--flow maf --layers 2 --hidden 16 --steps 800 --batch 256 --eval-every 100 --checkpoint-every 20 --threads 1
+      --seed 7 --quiet)
+mpi 2 "$NF" fit g.h5 "${LONG[@]}" -o ref.h5 2>"$T/errr"
+check "uninterrupted 2-process reference run" test -f ref.h5
+mpirun --oversubscribe -np 2 "$NF" fit g.h5 "${LONG[@]}" -o run.h5 2>"$T/errk" &
+MPID=$!
+BG_PIDS="$BG_PIDS $MPID"
+for _ in $(seq 1 200); do [ -f run.h5 ] && break; sleep 0.05; done
+sleep 0.2
+kids=$(pgrep -P "$MPID") # the processes (the children of mpirun), not mpirun
+# shellcheck disable=SC2086
+kill -9 $kids 2>/dev/null
+wait_bg "$MPID" 30 >/dev/null 2>&1
+killed=$?
+# mpirun may exit before every process is gone; a resumed run cleans up the temporary files of
+# processes that no longer exist only
+for _ in $(seq 1 100); do
+    alive=0
+    for k in $kids; do kill -0 "$k" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+done
+check "SIGKILL of the processes: mpirun fails (exit $killed), the model file is there" \
+    bash -c "[ $killed != 0 ] && [ -f run.h5 ]"
+cp run.h5 run1.h5
+mpi 2 "$NF" fit --resume run.h5 --threads 1 --quiet 2>"$T/errr2"
+check "resumed with 2 processes: exit 0 ($(head -c 200 "$T/errr2"))" test $? = 0
+d=$(reldiff ref.h5 run.h5)
+check "resumed with 2 processes = the uninterrupted run (relative difference $d)" below "$d" 0
+nfrun fit --resume run1.h5 --threads 1 --quiet 2>"$T/errr1"
+check "resumed with 1 process: exit 0 ($(head -c 200 "$T/errr1"))" test $? = 0
+d=$(reldiff ref.h5 run1.h5)
+check "resumed with 1 process = the uninterrupted 2-process run to rounding ($d <= $long_tol)" below "$d" "$long_tol"
+check "no temporary files left behind: $(stray_tmp | tr '\n' ' ')" test -z "$(stray_tmp)"
+finish
