@@ -72,7 +72,7 @@ APP_OBJ  := $(APP_SRC:%.c=$(B)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 EX_BIN   := $(EX_SRC:examples/%.c=$(B)/examples/%)
 
-.PHONY: all compile deps check check-one check-variant check-tsan tsan-run install demo bench clean
+.PHONY: all compile deps check check-one check-variant check-tsan tsan-run install demo demo-tpp bench clean
 # deps first, then a fresh make: pkg-config's flags are read when the Makefile is parsed, so a make
 # that installed the packages must not build with what it read before they were there.
 all: deps
@@ -158,6 +158,11 @@ install: all
 demo: deps
 	@$(MAKE) --no-print-directory compile
 	@bash scripts/demo.sh $(B)/nf
+
+# A point process on a shared benchmark set with its true likelihood (scripts/demo_tpp.sh).
+demo-tpp: deps
+	@$(MAKE) --no-print-directory compile
+	@bash scripts/demo_tpp.sh $(B)/nf
 
 bench: deps
 	@$(MAKE) --no-print-directory compile

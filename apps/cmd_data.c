@@ -30,7 +30,8 @@ static void make_help_text(char *buf, size_t size)
     snprintf(buf, size,
              "usage: nf data make NAME [-n N] [--seed S] [--dim D] [--components K] [--model-seed S]\n"
              "                         [--flow PRESET] [--entropy-n M] [--threads N] -o FILE.h5\n"
-             "       nf data make --list\n\n"
+             "       nf data make --list\n"
+             "       nf data make tpp-NAME ... -o SEQ.h5   (event sequences: nf data make tpp-hawkes --help)\n\n"
              "Draw N points from a built-in data set and write /x (N x d, float64), /logp_true (N, the\n"
              "true log-density) and attributes generator, seed, n, dim, density, entropy, entropy_stderr.\n\n"
              "  -n N             number of points (default %d)\n"
@@ -44,7 +45,7 @@ static void make_help_text(char *buf, size_t size)
              "                   independent sample of M (default %d)\n"
              "  --threads N      threads (default: all cores)\n"
              "  -o FILE.h5       output file (required)\n"
-             "  --list           list the data sets, one per line\n\n"
+             "  --list           list the data sets, one per line (tpp-* for event sequences)\n\n"
              "examples:\n"
              "  nf data make checkerboard -n 50000 --seed 3 -o train.h5\n"
              "  nf data make gmm --dim 8 --components 6 -n 20000 -o gmm8.h5\n",
@@ -68,7 +69,9 @@ static const char *const IMPORT_HELP =
     "                   nf sample --context-value kind=long draws one category\n"
     "  --delimiter C    CSV field separator: a character, 'tab' or 'space' (default: detected)\n"
     "  --header H       CSV header line: auto, yes or no (default auto)\n"
-    "  -o FILE.h5       output file (required)\n\n"
+    "  -o FILE.h5       output file (required)\n"
+    "  --sequences      event sequences instead (CSV in long form: id, time[, mark]; NPY: one row\n"
+    "                   per sequence) into an nf-sequences file: nf data import --sequences --help\n\n"
     "examples:\n"
     "  nf data import measurements.csv -o data.h5\n"
     "  nf data import faithful.csv --columns eruptions,waiting --context kind -o faithful.h5\n";
@@ -77,7 +80,8 @@ static const char *const SPLIT_HELP =
     "usage: nf data split FILE.h5 [--val F] [--test F] [--seed S] [-o PREFIX]\n\n"
     "Shuffle the rows of /x (with /logp_true and /context when present) with a seeded\n"
     "permutation and write PREFIX.train.h5, PREFIX.val.h5 and PREFIX.test.h5 (a part of no\n"
-    "rows, such as --val 0, is not written).\n\n"
+    "rows, such as --val 0, is not written).  An nf-sequences file is split by whole sequences,\n"
+    "with their marks and true log-likelihoods.\n\n"
     "  --val F          fraction for validation, round(n F) rows (default 0.1)\n"
     "  --test F         fraction for test, round(n F) rows (default 0.1)\n"
     "  --seed S         shuffle seed (default 1)\n"
@@ -109,6 +113,7 @@ static int list_sets(void)
         const char *kind = t->density == NF_DENSITY_EXACT ? "exact" : t->density == NF_DENSITY_NUMERICAL ? "numerical" : "none";
         printf("%-13s dim %s  density %-9s  %s\n", t->name, dim, kind, t->summary);
     }
+    app_data_list_tpp();
     return 0;
 }
 
@@ -147,7 +152,7 @@ static const struct {
     const char *prefix;
     int (*make)(int argc, char **argv);
 } make_families[] = {
-    /* {"tpp-", app_data_make_tpp}, */
+    {"tpp-", app_data_make_tpp},
     {NULL, NULL},
 };
 
@@ -236,6 +241,8 @@ static const int HEADER_VALUES[] = {-1, 1, 0}; /* nf_csv_options.header */
 
 static int cmd_import(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) /* event sequences: the importer of nf tpp import */
+        if (!strcmp(argv[i], "--sequences")) return app_tpp_import("data import", argc, argv);
     const char *cmd = "data import", *in = NULL, *out = NULL, *delimiter = NULL;
     int header = 0, set_header = 0;
     nf_import_select sel = {0};
@@ -446,6 +453,11 @@ static int cmd_split(int argc, char **argv)
     int rc = NF_OK;
     for (int k = 0; k < 3 && rc == NF_OK; k++) rc = app_check_output(path[k]);
     for (int k = 0; k < 3 && rc == NF_OK; k++) rc = app_check_not_input(path[k], in, "input file");
+    if (rc == NF_OK && app_is_sequences_file(in)) {
+        int st = app_data_split_sequences(cmd, in, (const char *const *)path, val, test, seed);
+        for (int k = 0; k < 3; k++) free(path[k]);
+        return st;
+    }
     if (rc == NF_OK) rc = split_read(in, &si);
     if (rc == NF_OK) {
         size_t w = si.d > si.c ? si.d : si.c;

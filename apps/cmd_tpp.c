@@ -10,6 +10,7 @@
 #include "apps/commands.h"
 #include "apps/datafile.h"
 #include "apps/flags.h"
+#include "apps/mpi.h"
 #include "apps/train_run.h"
 #include "core/blas.h"
 #include "datasets/sequences.h"
@@ -17,7 +18,7 @@
 #include "training/model_tpp.h"
 
 static const char *const TPP_HELP =
-    "usage: nf tpp import|fit|eval ...   (nf tpp SUBCOMMAND --help)\n"
+    "usage: nf tpp import|fit|eval|sample|plot ...   (nf tpp SUBCOMMAND --help)\n"
     "\n"
     "Temporal point processes, intensity-free (Shchur, Bilos and Guennemann, ICLR 2020): the\n"
     "distribution of the next inter-event time given the history of a sequence, by a GRU over the\n"
@@ -26,30 +27,13 @@ static const char *const TPP_HELP =
     "  import   event sequences from CSV (long form: id, time[, mark]) or NPY (one row per sequence)\n"
     "  fit      train a model on a sequences file (checkpoints, --resume)\n"
     "  eval     log-likelihood of sequences: NLL per event and per sequence\n"
+    "  sample   simulate sequences from a model, from scratch or continuing given ones\n"
+    "  plot     inter-event density, event raster and conditional intensity against data\n"
     "\n"
     "example:\n"
     "  nf tpp import hawkes1.npy -o seq.h5\n"
     "  nf tpp fit seq.h5 -o tpp.h5\n"
     "  nf tpp eval tpp.h5 seq.h5\n";
-
-static const char *const IMPORT_HELP =
-    "usage: nf tpp import FILE.csv|FILE.npy -o SEQ.h5 [--t-start T] [--t-end T] [--id-col J] [--time-col J]\n"
-    "                     [--mark-col J]\n"
-    "\n"
-    "Event sequences into an nf-sequences file (docs/FORMATS.md).  A CSV is read in long form, one\n"
-    "event per row: sequence id, time and optionally an integer mark (header optional; rows in any\n"
-    "order).  An NPY array is read as one sequence per row of arrival times (the TPP benchmark\n"
-    "files).  Every sequence is observed on [t_start, t_end]: by default from 0 to its own last event.\n"
-    "\n"
-    "  -o FILE          output file (written atomically)\n"
-    "  --t-start T      start of every window                 [0]\n"
-    "  --t-end T        end of every window                   [each sequence's last event]\n"
-    "  --id-col J       CSV: column of the sequence id        [0]\n"
-    "  --time-col J     CSV: column of the time               [1]\n"
-    "  --mark-col J     CSV: column of the mark; -1 for none  [2 when the file has 3 columns, else -1]\n"
-    "\n"
-    "example:\n"
-    "  nf tpp import events.csv -o seq.h5 --t-end 100\n";
 
 static const char *const FIT_HELP =
     "usage: nf tpp fit SEQ.h5 -o MODEL.h5 [options]\n"
@@ -61,6 +45,7 @@ static const char *const FIT_HELP =
     "\n"
     "model:\n"
     "  --decoder NAME       lognormmix|flow|exponential|rmtpp                 [lognormmix]\n"
+    "  --rnn CELL           history encoder: gru or rnn (a plain tanh RNN)    [gru]\n"
     "  --hidden N           GRU width                                         [64]\n"
     "  --components K       lognormmix components                             [64]\n"
     "  --flow-layers N      flow decoder: conditional spline layers           [2]\n"
@@ -87,7 +72,10 @@ static const char *const EVAL_HELP =
     "Log-likelihood of the sequences in SEQ.h5 under the model: the NLL per event and per sequence\n"
     "with the survival of each last open interval (the likelihood on [t_start, t_end]), and the same\n"
     "without the survival term (the convention of the benchmark sets' true NLL: intervals from t_start\n"
-    "to each event only).\n"
+    "to each event only).  For data with marks, the mark accuracy: the share of events whose most\n"
+    "probable mark under the model (given their history) is their mark.  When SEQ.h5 carries the\n"
+    "truth (nf data make tpp-*, nf tpp import --true-process), also the true process's NLL in each\n"
+    "convention and the gap, model minus truth.\n"
     "\n"
     "  --json         one JSON object\n"
     "  --batch N      sequences per batch                  [64]\n"
@@ -101,50 +89,9 @@ static void set_threads(int threads)
     nf_blas_set_threads(threads > 0 ? threads : omp_get_max_threads());
 }
 
-static int cmd_import(int argc, char **argv)
-{
-    const char *cmd = "tpp import", *out = NULL, *pos[1];
-    double t_start = NAN, t_end = NAN;
-    int id_col = 0, time_col = 1, mark_col = -2;
-    const flag_spec flags[] = {
-        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
-        {.name = "--t-start", .kind = FLAG_DOUBLE, .dst = &t_start, .lo = -1e300, .hi = 1e300},
-        {.name = "--t-end", .kind = FLAG_DOUBLE, .dst = &t_end, .lo = -1e300, .hi = 1e300},
-        {.name = "--id-col", .kind = FLAG_INT, .dst = &id_col, .lo = 0, .hi = 1 << 20},
-        {.name = "--time-col", .kind = FLAG_INT, .dst = &time_col, .lo = 0, .hi = 1 << 20},
-        {.name = "--mark-col", .kind = FLAG_INT, .dst = &mark_col, .lo = -1, .hi = 1 << 20},
-        {0},
-    };
-    const flags_cmd fc = {.cmd = cmd, .help = IMPORT_HELP, .flags = flags, .max_pos = 1};
-    int urc = flags_parse(&fc, argc, argv, pos, NULL);
-    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
-    if (!pos[0]) return cli_usage_error(cmd, "no input file given (expected: nf tpp import FILE -o SEQ.h5)");
-    if (!out) return cli_usage_error(cmd, "no output file given (expected -o SEQ.h5)");
-    if (app_check_output(out) != NF_OK) return cli_fail(cmd);
-    nf_table t = {0};
-    nf_seq_import_summary sum;
-    size_t len = strlen(pos[0]);
-    int npy = len > 4 && !strcmp(pos[0] + len - 4, ".npy");
-    int rc = nf_import_file(pos[0], &t);
-    if (rc == NF_OK && npy) {
-        rc = nf_sequences_import_wide(out, pos[0], &t, t_start, t_end, &sum);
-    } else if (rc == NF_OK) {
-        if (mark_col == -2) mark_col = t.d >= 3 ? 2 : -1;
-        rc = nf_sequences_import_long(out, pos[0], &t, id_col, time_col, mark_col, t_start, t_end, &sum);
-    }
-    nf_table_free(&t);
-    if (rc != NF_OK) return cli_fail(cmd);
-    char marks[48] = "";
-    if (sum.num_marks) snprintf(marks, sizeof marks, ", %d mark types", sum.num_marks);
-    fprintf(stderr, "nf tpp import: %zu sequences, %zu events%s; windows from %g to %s; wrote %s\n", sum.n_seq,
-            sum.n_events, marks, sum.t_start, sum.t_end_is_last ? "each sequence's last event" : "the given --t-end",
-            out);
-    return 0;
-}
-
 static int cmd_fit(int argc, char **argv)
 {
-    const char *cmd = "tpp fit", *out = NULL, *resume = NULL, *decoder = "lognormmix", *pos[1];
+    const char *cmd = "tpp fit", *out = NULL, *resume = NULL, *decoder = "lognormmix", *rnn = "gru", *pos[1];
     nf_tpp_config mc;
     nf_tpp_config_init(&mc);
     nf_train_config tc;
@@ -161,6 +108,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {.name = "--resume", .kind = FLAG_STRING, .dst = &resume},
         {.name = "--decoder", .kind = FLAG_STRING, .dst = &decoder},
+        {.name = "--rnn", .kind = FLAG_STRING, .dst = &rnn},
         {.name = "--hidden", .kind = FLAG_INT, .dst = &mc.hidden, .lo = 1, .hi = 4096},
         {.name = "--components", .kind = FLAG_INT, .dst = &mc.components, .lo = 1, .hi = 1024},
         {.name = "--flow-layers", .kind = FLAG_INT, .dst = &mc.flow_layers, .lo = 1, .hi = 64},
@@ -185,6 +133,10 @@ static int cmd_fit(int argc, char **argv)
     if (!resume && !pos[0]) return cli_usage_error(cmd, "no sequences file given (expected: nf tpp fit SEQ.h5 -o MODEL.h5)");
     if (!resume && !out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
     if (nf_tpp_decoder_parse(decoder, &mc.decoder) != NF_OK) return cli_usage_error(cmd, "--%s", nf_strerror_last());
+    if (nf_tpp_rnn_parse(rnn, &mc.rnn) != NF_OK) return cli_usage_error(cmd, "--%s", nf_strerror_last());
+    /* under mpirun every process loads the sequences and computes its part of each batch */
+    if ((urc = app_mpi_start(cmd)) != 0) return urc;
+    if (app_mpi_rank() != 0) quiet = 1;
     set_threads(threads);
     nf_model *m = NULL;
     nf_source *all = NULL, *train = NULL, *val = NULL;
@@ -239,18 +191,19 @@ static int cmd_fit(int argc, char **argv)
     nf_source_free(train);
     nf_source_free(val);
     nf_source_free(all);
-    return status;
+    return app_mpi_end(status);
 }
 
-/* Sum of the per-sequence log-likelihoods of src (and their number of events). */
-static int total_ll(nf_model *m, const nf_source *src, int batch, double *sum, size_t *events)
+/* Sum of the per-sequence log-likelihoods of src (and their number of events); per_seq (src->n) keeps
+ * them, or NULL. */
+static int total_ll(nf_model *m, const nf_source *src, int batch, double *sum, size_t *events, double *per_seq)
 {
-    double *v = malloc(src->n * sizeof *v), mean;
+    double *v = per_seq ? per_seq : malloc(src->n * sizeof *v), mean;
     if (!v) return nf_error(NF_ENOMEM, "out of memory");
     int rc = nf_model_evaluate(m, src, 0, batch, NULL, &mean, NULL, v);
     *sum = 0;
     for (size_t i = 0; rc == NF_OK && i < src->n; i++) *sum += v[i];
-    free(v);
+    if (!per_seq) free(v);
     nf_sequences q = nf_source_sequences(src);
     *events = (size_t)(q.offsets[src->n] - q.offsets[0]);
     return rc;
@@ -277,13 +230,14 @@ static int cmd_eval(int argc, char **argv)
     if (!pos[0] || !pos[1]) return cli_usage_error(cmd, "expected MODEL.h5 and SEQ.h5");
     nf_model *m = NULL;
     nf_source *s = NULL, *ns = NULL;
-    double *te = NULL, with, without;
+    double *te = NULL, *seq_ll = NULL, with, without; /* seq_ll: (2, n) with and without survival */
     size_t events = 0;
     int rc = nf_model_open(pos[0], &m, NULL);
     if (rc == NF_OK && m->type != &nf_model_tpp)
         rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", pos[0], m->type->kind, m->type->command);
     if (rc == NF_OK) rc = nf_source_sequences_load(&s, pos[1]);
-    if (rc == NF_OK) rc = total_ll(m, s, batch, &with, &events);
+    if (rc == NF_OK && !(seq_ll = malloc(2 * s->n * sizeof *seq_ll))) rc = nf_error(NF_ENOMEM, "out of memory");
+    if (rc == NF_OK) rc = total_ll(m, s, batch, &with, &events, seq_ll);
     /* without the survival term: the same sequences with windows that close at their last event */
     nf_sequences q = nf_source_sequences(s);
     if (rc == NF_OK) {
@@ -294,7 +248,11 @@ static int cmd_eval(int argc, char **argv)
     }
     if (rc == NF_OK)
         rc = nf_source_sequences_wrap(&ns, s->n, q.offsets, q.times, q.t_start, te, q.marks, s->num_marks);
-    if (rc == NF_OK) rc = total_ll(m, ns, batch, &without, &events);
+    if (rc == NF_OK) rc = total_ll(m, ns, batch, &without, &events, seq_ll + s->n);
+    /* mark accuracy: the share of events whose most probable mark is theirs (data and model with marks) */
+    size_t mk_ok = 0, mk_n = 0;
+    const int marked = rc == NF_OK && nf_model_tpp_config(m)->num_marks > 1 && s->num_marks > 1;
+    if (marked) rc = nf_model_tpp_mark_accuracy(m, s, batch, &mk_ok, &mk_n);
     if (rc == NF_OK) {
         double n = (double)s->n, e = (double)(events ? events : 1);
         if (json) {
@@ -303,20 +261,30 @@ static int cmd_eval(int argc, char **argv)
             json_num("nll_per_sequence", -with / n);
             json_num("nll_per_event_no_survival", -without / e);
             json_num("nll_per_sequence_no_survival", -without / n);
+            if (marked) json_num("mark_accuracy", (double)mk_ok / (double)(mk_n ? mk_n : 1));
+            app_tpp_print_truth(s, seq_ll, seq_ll + s->n, events, 1); /* the gap to /log_lik_true (data_tpp.c) */
             printf("}\n");
         } else {
             printf("data                %s (%zu sequences, %zu events)\n", pos[1], s->n, events);
             printf("NLL per event       %.5f nats (with the survival of the last open interval)\n", -with / e);
             printf("NLL per sequence    %.5f nats\n", -with / n);
             printf("NLL per event       %.5f nats (no survival term: the benchmark sets' convention)\n", -without / e);
+            if (marked)
+                printf("mark accuracy       %.4f (%zu of %zu events: the most probable mark is the true one)\n",
+                       (double)mk_ok / (double)(mk_n ? mk_n : 1), mk_ok, mk_n);
+            app_tpp_print_truth(s, seq_ll, seq_ll + s->n, events, 0);
         }
     }
     free(te);
+    free(seq_ll);
     nf_source_free(ns);
     nf_source_free(s);
     nf_model_free(m);
     return rc == NF_OK ? 0 : cli_fail(cmd);
 }
+
+int app_tpp_sample(int argc, char **argv);
+int app_tpp_plot(int argc, char **argv);
 
 int nf_cmd_tpp(int argc, char **argv)
 {
@@ -324,8 +292,11 @@ int nf_cmd_tpp(int argc, char **argv)
         fputs(TPP_HELP, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "import")) return cmd_import(argc - 1, argv + 1);
     if (!strcmp(argv[1], "fit")) return cmd_fit(argc - 1, argv + 1);
+    if (app_mpi_refuse("tpp")) return 2; /* only fit runs as several processes */
+    if (!strcmp(argv[1], "import")) return app_tpp_import("tpp import", argc - 1, argv + 1); /* apps/data_tpp.c */
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 1, argv + 1);
-    return cli_usage_error("tpp", "unknown subcommand '%s' (expected import, fit or eval)", argv[1]);
+    if (!strcmp(argv[1], "sample")) return app_tpp_sample(argc - 1, argv + 1); /* apps/cmd_tpp_sample.c */
+    if (!strcmp(argv[1], "plot")) return app_tpp_plot(argc - 1, argv + 1);     /* apps/cmd_tpp_plot.c */
+    return cli_usage_error("tpp", "unknown subcommand '%s' (expected import, fit, eval, sample or plot)", argv[1]);
 }

@@ -17,6 +17,24 @@ int nf_cmd_info(int argc, char **argv);
 int nf_cmd_plot(int argc, char **argv);
 int nf_cmd_tpp(int argc, char **argv);
 
+/* Event-sequence data (apps/data_tpp.c).  nf data make tpp-NAME (argv[0] "make", argv[1] the name);
+ * its lines of nf data make --list; the importer behind nf tpp import and nf data import --sequences
+ * (cmd names the command in messages; argv[0] is its name); whether a file is an nf-sequences file;
+ * nf data split of one into path[0..2] (train, val, test), the arguments already checked. */
+int app_data_make_tpp(int argc, char **argv);
+void app_data_list_tpp(void);
+int app_tpp_import(const char *cmd, int argc, char **argv);
+int app_is_sequences_file(const char *path);
+int app_data_split_sequences(const char *cmd, const char *in, const char *const path[3], double val, double test,
+                             long seed);
+/* nf tpp eval's lines (or JSON fields, after the others) for data that carry the truth: the true NLL
+ * per event and per sequence in both conventions and the gap model - truth with its standard error
+ * over sequences, given the model's per-sequence log-likelihoods with and without the survival term
+ * (s->n each).  Nothing for data without truth. */
+struct nf_source;
+void app_tpp_print_truth(const struct nf_source *s, const double *with, const double *without, size_t events,
+                         int json);
+
 /* Print "nf CMD: <last library error>" (or the formatted message) on stderr; return 1. */
 int cli_fail(const char *cmd);
 int cli_failf(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,6 +1,7 @@
 /* datasets/sequences.c - the "sequences" source kind: ragged event sequences (temporal point
- * processes) in one flat array of times (and marks) cut by offsets; loading, validation, saving,
- * the matrix import and interval statistics. */
+ * processes) in one flat array of times (and marks) cut by offsets, with the truth (each
+ * sequence's exact log-likelihood under a known process) when there is one; loading, validation,
+ * saving, the matrix import and interval statistics. */
 #include "datasets/sequences.h"
 
 #include <math.h>
@@ -149,13 +150,28 @@ static int check_args(const char *what, size_t n_seq, const int64_t *offsets, co
 
 /* ---- the source kind --------------------------------------------------------------------------- */
 
+/* The names that go with a truth (nf_sequences_truth's strings, held by value so views copy them). */
+typedef struct {
+    char process[64], options[256], generator[64];
+    long long seed;
+} truth_names;
+
 typedef struct {
     int64_t *offsets;          /* (n + 1) positions in times/marks; a view's start above 0 */
     double *times;             /* the owner's flat event times */
     int64_t *marks;            /* the owner's marks, or NULL */
     double *t_start, *t_end;   /* (n) */
+    double *ll_true;           /* (n) the true log-likelihoods ("window"), or NULL */
+    double *ll_true_ns;        /* (n) the same without the survival term, or NULL */
+    truth_names names;         /* with ll_true */
     int owns;                  /* 1: the arrays are freed with the source */
 } seq_state;
+
+static void state_free_arrays(seq_state *st)
+{
+    free(st->offsets), free(st->times), free(st->marks), free(st->t_start), free(st->t_end);
+    free(st->ll_true), free(st->ll_true_ns);
+}
 
 /* b receives items idx[0..n-1]: their events back to back, offsets from 0, marks narrowed to int32
  * (num_marks fits an int, so every valid mark does). */
@@ -202,9 +218,11 @@ static int seq_reorder(nf_source *s, size_t *perm)
     int64_t *o = malloc((n + 1) * sizeof *o), *m = NULL;
     double *t = malloc((events ? events : 1) * sizeof *t);
     double *ts = malloc((n ? n : 1) * sizeof *ts), *te = malloc((n ? n : 1) * sizeof *te);
+    double *lt = st->ll_true ? malloc((n ? n : 1) * sizeof *lt) : NULL;
+    double *ln = st->ll_true_ns ? malloc((n ? n : 1) * sizeof *ln) : NULL;
     if (st->marks) m = malloc((events ? events : 1) * sizeof *m);
-    if (!o || !t || !ts || !te || (st->marks && !m)) {
-        free(o), free(m), free(t), free(ts), free(te);
+    if (!o || !t || !ts || !te || (st->marks && !m) || (st->ll_true && !lt) || (st->ll_true_ns && !ln)) {
+        free(o), free(m), free(t), free(ts), free(te), free(lt), free(ln);
         return nf_error(NF_ENOMEM, "%s: out of memory reordering %zu sequences (%zu events)", s->name, n, events);
     }
     o[0] = 0;
@@ -216,6 +234,8 @@ static int seq_reorder(nf_source *s, size_t *perm)
         o[i + 1] = o[i] + len;
         ts[i] = st->t_start[r];
         te[i] = st->t_end[r];
+        if (lt) lt[i] = st->ll_true[r];
+        if (ln) ln[i] = st->ll_true_ns[r];
     }
     if (st->owns) { /* an owner's offsets start at 0 and its arrays hold exactly these events */
         memcpy(st->offsets, o, (n + 1) * sizeof *o);
@@ -223,9 +243,12 @@ static int seq_reorder(nf_source *s, size_t *perm)
         if (m && events) memcpy(st->marks, m, events * sizeof *m);
         memcpy(st->t_start, ts, n * sizeof *ts);
         memcpy(st->t_end, te, n * sizeof *te);
-        free(o), free(m), free(t), free(ts), free(te);
+        if (lt) memcpy(st->ll_true, lt, n * sizeof *lt);
+        if (ln) memcpy(st->ll_true_ns, ln, n * sizeof *ln);
+        free(o), free(m), free(t), free(ts), free(te), free(lt), free(ln);
     } else {
-        *st = (seq_state){.offsets = o, .times = t, .marks = m, .t_start = ts, .t_end = te, .owns = 1};
+        *st = (seq_state){.offsets = o, .times = t, .marks = m, .t_start = ts, .t_end = te, .ll_true = lt,
+                          .ll_true_ns = ln, .names = st->names, .owns = 1};
     }
     return NF_OK;
 }
@@ -233,7 +256,7 @@ static int seq_reorder(nf_source *s, size_t *perm)
 static void seq_destroy(nf_source *s)
 {
     seq_state *st = s->state;
-    if (st && st->owns) free(st->offsets), free(st->times), free(st->marks), free(st->t_start), free(st->t_end);
+    if (st && st->owns) state_free_arrays(st);
     free(st);
     s->state = NULL;
 }
@@ -256,7 +279,7 @@ static int seq_new(nf_source **out, const char *name, size_t n, int num_marks, s
     seq_state *p = nf_calloc(1, sizeof *p, "data source");
     if (!s || !p) {
         free(s), free(p);
-        if (st.owns) free(st.offsets), free(st.times), free(st.marks), free(st.t_start), free(st.t_end);
+        if (st.owns) state_free_arrays(&st);
         return NF_ENOMEM;
     }
     *p = st;
@@ -278,6 +301,9 @@ static int seq_range(const nf_source *s, size_t first, size_t n, nf_source **out
                    .marks = st->marks,
                    .t_start = st->t_start + first,
                    .t_end = st->t_end + first,
+                   .ll_true = st->ll_true ? st->ll_true + first : NULL,
+                   .ll_true_ns = st->ll_true_ns ? st->ll_true_ns + first : NULL,
+                   .names = st->names,
                    .owns = 0};
     return seq_new(out, s->name, n, s->num_marks, v);
 }
@@ -293,6 +319,21 @@ nf_sequences nf_source_sequences(const nf_source *s)
     q.t_start = st->t_start;
     q.t_end = st->t_end;
     return q;
+}
+
+nf_sequences_truth nf_source_sequences_truth(const nf_source *s)
+{
+    nf_sequences_truth t = {.seed = -1};
+    if (!s || s->type != &seq_type) return t;
+    const seq_state *st = s->state;
+    if (!st->ll_true) return t;
+    t.log_lik = st->ll_true;
+    t.log_lik_no_survival = st->ll_true_ns;
+    t.process = st->names.process;
+    t.options = st->names.options;
+    t.generator = st->names.generator;
+    t.seed = st->names.seed;
+    return t;
 }
 
 int nf_source_sequences_wrap(nf_source **s, size_t n_seq, const int64_t *offsets, const double *times,
@@ -315,22 +356,69 @@ int nf_source_sequences_wrap(nf_source **s, size_t n_seq, const int64_t *offsets
 
 /* ---- files ------------------------------------------------------------------------------------- */
 
+/* The true log-likelihoods (n each; ns may be NULL) must be finite numbers. */
+static int validate_truth(const char *path, size_t n, const double *ll, const double *ns)
+{
+    char b[32];
+    for (int k = 0; k < 2; k++) {
+        const double *v = k ? ns : ll;
+        for (size_t i = 0; v && i < n; i++)
+            if (!isfinite(v[i]))
+                return nf_error(NF_EDATA, "%s:/%s: sequence %zu: true log-likelihood %s (expected a finite number)",
+                                path, k ? "log_lik_true_no_survival" : "log_lik_true", i, num(b, v[i]));
+    }
+    return NF_OK;
+}
+
+static int write_truth(nf_h5 *f, size_t n_seq, const nf_sequences_truth *t)
+{
+    NF_TRY(nf_h5_write_double(f, "/log_lik_true", t->log_lik, n_seq, 0));
+    NF_TRY(nf_h5_attr_set_string(f, "/", "log_lik_true_convention", NF_SEQUENCES_CONV_WINDOW));
+    if (t->log_lik_no_survival) {
+        NF_TRY(nf_h5_write_double(f, "/log_lik_true_no_survival", t->log_lik_no_survival, n_seq, 0));
+        NF_TRY(nf_h5_attr_set_string(f, "/", "log_lik_true_no_survival_convention", NF_SEQUENCES_CONV_TO_LAST));
+    }
+    if (t->process && t->process[0]) NF_TRY(nf_h5_attr_set_string(f, "/", "true_process", t->process));
+    if (t->options && t->options[0]) NF_TRY(nf_h5_attr_set_string(f, "/", "true_process_options", t->options));
+    if (t->generator && t->generator[0]) NF_TRY(nf_h5_attr_set_string(f, "/", "generator", t->generator));
+    if (t->seed >= 0) NF_TRY(nf_h5_attr_set_int64(f, "/", "seed", (int64_t)t->seed));
+    return NF_OK;
+}
+
+/* The datasets of checked arrays (and their truth) into a file being written. */
+static int write_arrays(nf_h5 *f, const seq_arrays *a, const nf_sequences_truth *truth)
+{
+    size_t n_seq = a->n_seq, events = (size_t)a->offsets[n_seq];
+    NF_TRY(nf_h5_write_double(f, "/times", a->times, events, 0));
+    NF_TRY(nf_h5_write_int64(f, "/offsets", a->offsets, n_seq + 1, 0));
+    NF_TRY(nf_h5_write_double(f, "/t_start", a->t_start, n_seq, 0));
+    NF_TRY(nf_h5_write_double(f, "/t_end", a->t_end, n_seq, 0));
+    if (a->marks) NF_TRY(nf_h5_write_int64(f, "/marks", a->marks, events, 0));
+    if (a->marks) NF_TRY(nf_h5_attr_set_int64(f, "/", "num_marks", a->num_marks));
+    if (truth) NF_TRY(write_truth(f, n_seq, truth));
+    return NF_OK;
+}
+
 int nf_sequences_save(const char *path, size_t n_seq, const int64_t *offsets, const double *times,
                       const double *t_start, const double *t_end, const int64_t *marks, int num_marks)
+{
+    return nf_sequences_save_truth(path, n_seq, offsets, times, t_start, t_end, marks, num_marks, NULL);
+}
+
+int nf_sequences_save_truth(const char *path, size_t n_seq, const int64_t *offsets, const double *times,
+                            const double *t_start, const double *t_end, const int64_t *marks, int num_marks,
+                            const nf_sequences_truth *truth)
 {
     NF_TRY(check_args(path, n_seq, offsets, times, t_start, t_end, marks, num_marks));
     seq_arrays a = {n_seq, offsets, times, t_start, t_end, marks, num_marks};
     origin o = {FROM_FILE, path};
     NF_TRY(validate(&a, -1, &o));
-    size_t events = (size_t)offsets[n_seq];
+    if (truth && !truth->log_lik)
+        return nf_error(NF_EINVAL, "%s: a truth without log-likelihoods (expected one per sequence)", path);
+    if (truth) NF_TRY(validate_truth(path, n_seq, truth->log_lik, truth->log_lik_no_survival));
     nf_h5 *f;
     NF_TRY(nf_h5_create(&f, path, NF_SEQUENCES_FORMAT, NF_SEQUENCES_VERSION));
-    int rc = nf_h5_write_double(f, "/times", times, events, 0);
-    if (rc == NF_OK) rc = nf_h5_write_int64(f, "/offsets", offsets, n_seq + 1, 0);
-    if (rc == NF_OK) rc = nf_h5_write_double(f, "/t_start", t_start, n_seq, 0);
-    if (rc == NF_OK) rc = nf_h5_write_double(f, "/t_end", t_end, n_seq, 0);
-    if (rc == NF_OK && marks) rc = nf_h5_write_int64(f, "/marks", marks, events, 0);
-    if (rc == NF_OK && marks) rc = nf_h5_attr_set_int64(f, "/", "num_marks", num_marks);
+    int rc = write_arrays(f, &a, truth);
     if (rc != NF_OK) {
         nf_h5_abort(f);
         return rc;
@@ -344,16 +432,96 @@ int nf_source_sequences_save(const char *path, const nf_source *s)
         return nf_error(NF_EINVAL, "%s: cannot save a source of kind '%s' as sequences", path,
                         s && s->type ? s->type->kind : "none");
     const seq_state *st = s->state;
+    nf_sequences_truth truth = nf_source_sequences_truth(s);
+    const nf_sequences_truth *tp = truth.log_lik ? &truth : NULL;
     const int64_t base = st->offsets[0];
     if (base == 0)
-        return nf_sequences_save(path, s->n, st->offsets, st->times, st->t_start, st->t_end, st->marks,
-                                 s->num_marks);
+        return nf_sequences_save_truth(path, s->n, st->offsets, st->times, st->t_start, st->t_end, st->marks,
+                                       s->num_marks, tp);
     int64_t *o = malloc((s->n + 1) * sizeof *o);
     if (!o) return nf_error(NF_ENOMEM, "%s: out of memory saving %zu sequences", path, s->n);
     for (size_t i = 0; i <= s->n; i++) o[i] = st->offsets[i] - base;
-    int rc = nf_sequences_save(path, s->n, o, st->times + base, st->t_start, st->t_end,
-                               st->marks ? st->marks + base : NULL, s->num_marks);
+    int rc = nf_sequences_save_truth(path, s->n, o, st->times + base, st->t_start, st->t_end,
+                                     st->marks ? st->marks + base : NULL, s->num_marks, tp);
     free(o);
+    return rc;
+}
+
+/* Items idx[0..n-1] of a loaded (validated) sequences source, gathered into arrays of their own:
+ * a (pointing into the allocations, freed by free_gathered) and the truth when s has one. */
+static int gather_items(const nf_source *s, const size_t *idx, size_t n, seq_arrays *a, nf_sequences_truth *tr,
+                        int *has_truth)
+{
+    const seq_state *st = s->state;
+    const int64_t *off = st->offsets;
+    size_t events = 0;
+    for (size_t i = 0; i < n; i++) events += (size_t)(off[idx[i] + 1] - off[idx[i]]);
+    int64_t *o = malloc((n + 1) * sizeof *o), *m = st->marks ? malloc((events ? events : 1) * sizeof *m) : NULL;
+    double *t = malloc((events ? events : 1) * sizeof *t), *w = malloc(4 * (n ? n : 1) * sizeof *w);
+    if (!o || !t || !w || (st->marks && !m)) {
+        free(o), free(m), free(t), free(w);
+        return nf_error(NF_ENOMEM, "%s: out of memory for %zu sequences (%zu events)", s->name, n, events);
+    }
+    o[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t r = idx[i];
+        int64_t from = off[r], len = off[r + 1] - off[r];
+        if (len > 0) memcpy(t + o[i], st->times + from, (size_t)len * sizeof *t);
+        if (m && len > 0) memcpy(m + o[i], st->marks + from, (size_t)len * sizeof *m);
+        o[i + 1] = o[i] + len;
+        w[i] = st->t_start[r];
+        w[n + i] = st->t_end[r];
+        w[2 * n + i] = st->ll_true ? st->ll_true[r] : 0;
+        w[3 * n + i] = st->ll_true_ns ? st->ll_true_ns[r] : 0;
+    }
+    *a = (seq_arrays){n, o, t, w, w + n, m, s->num_marks};
+    *has_truth = st->ll_true != NULL;
+    *tr = nf_source_sequences_truth(s);
+    tr->log_lik = w + 2 * n;
+    tr->log_lik_no_survival = st->ll_true_ns ? w + 3 * n : NULL;
+    return NF_OK;
+}
+
+static void free_gathered(seq_arrays *a)
+{
+    free((void *)a->offsets), free((void *)a->times), free((void *)a->marks), free((void *)a->t_start);
+}
+
+int nf_sequences_split_save(const nf_source *s, const size_t *idx, int n_parts, const size_t *count,
+                            const char *const *path, const char *const *part, const char *split_of, uint64_t seed)
+{
+    if (!s || s->type != &seq_type)
+        return nf_error(NF_EINVAL, "%s: cannot split a source of kind '%s' as sequences", split_of ? split_of : "split",
+                        s && s->type ? s->type->kind : "none");
+    size_t total = 0;
+    for (int k = 0; k < n_parts; k++) total += count[k];
+    if (total > s->n)
+        return nf_error(NF_EINVAL, "%s: parts of %zu sequences in all, but it has %zu", s->name, total, s->n);
+    nf_h5 *f[8] = {NULL};
+    if (n_parts > 8) return nf_error(NF_EINVAL, "%s: %d parts (at most 8)", s->name, n_parts);
+    int rc = NF_OK;
+    size_t at = 0;
+    /* every part written before any is renamed into place; a part of no sequences is not written */
+    for (int k = 0; k < n_parts && rc == NF_OK; k++) {
+        if (count[k] == 0) continue;
+        seq_arrays a = {0};
+        nf_sequences_truth tr = {0};
+        int has_truth = 0;
+        rc = gather_items(s, idx + at, count[k], &a, &tr, &has_truth);
+        if (rc != NF_OK) break;
+        rc = nf_h5_create(&f[k], path[k], NF_SEQUENCES_FORMAT, NF_SEQUENCES_VERSION);
+        if (rc == NF_OK) rc = write_arrays(f[k], &a, has_truth ? &tr : NULL);
+        if (rc == NF_OK && part) rc = nf_h5_attr_set_string(f[k], "/", "split", part[k]);
+        if (rc == NF_OK && split_of) rc = nf_h5_attr_set_string(f[k], "/", "split_of", split_of);
+        if (rc == NF_OK) rc = nf_h5_attr_set_int64(f[k], "/", "split_seed", (int64_t)seed);
+        free_gathered(&a);
+        at += count[k];
+    }
+    for (int k = 0; k < n_parts; k++) {
+        if (!f[k]) continue;
+        if (rc == NF_OK) rc = nf_h5_commit(f[k]);
+        else nf_h5_abort(f[k]);
+    }
     return rc;
 }
 
@@ -385,6 +553,45 @@ static int check_format(nf_h5 *f, const char *path)
     if (nf_h5_format_version(f) > NF_SEQUENCES_VERSION)
         return nf_error(NF_EFORMAT, "%s: format version %d is newer than this nf understands (%d); upgrade nf", path,
                         nf_h5_format_version(f), NF_SEQUENCES_VERSION);
+    return NF_OK;
+}
+
+/* Root attribute name of f as a string into buf ("" when absent). */
+static int opt_string(nf_h5 *f, const char *name, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    return nf_h5_attr_exists(f, "/", name) ? nf_h5_attr_get_string(f, "/", name, buf, size) : NF_OK;
+}
+
+/* The optional truth: /log_lik_true (window convention, the attribute saying so when present),
+ * /log_lik_true_no_survival (only with it) and the names.  Lengths are checked by the caller. */
+static int read_truth(nf_h5 *f, const char *path, seq_state *st, size_t *n_ll, size_t *n_ns)
+{
+    int has = nf_h5_exists(f, "/log_lik_true"), has_ns = nf_h5_exists(f, "/log_lik_true_no_survival");
+    if (!has && has_ns)
+        return nf_error(NF_EFORMAT, "%s: /log_lik_true_no_survival without /log_lik_true (expected both or only "
+                                    "/log_lik_true; docs/FORMATS.md)", path);
+    if (!has) return NF_OK;
+    static const struct {
+        const char *attr, *want;
+    } conv[] = {{"log_lik_true_convention", NF_SEQUENCES_CONV_WINDOW},
+                {"log_lik_true_no_survival_convention", NF_SEQUENCES_CONV_TO_LAST}};
+    char c[64];
+    for (int k = 0; k < 2; k++) {
+        NF_TRY(opt_string(f, conv[k].attr, c, sizeof c));
+        if (c[0] && strcmp(c, conv[k].want) != 0)
+            return nf_error(NF_EFORMAT, "%s: root attribute %s = '%s' (expected '%s'; docs/FORMATS.md)", path,
+                            conv[k].attr, c, conv[k].want);
+    }
+    NF_TRY(read_vec(f, path, "/log_lik_true", 0, (void **)&st->ll_true, n_ll));
+    if (has_ns) NF_TRY(read_vec(f, path, "/log_lik_true_no_survival", 0, (void **)&st->ll_true_ns, n_ns));
+    truth_names *nm = &st->names;
+    NF_TRY(opt_string(f, "true_process", nm->process, sizeof nm->process));
+    NF_TRY(opt_string(f, "true_process_options", nm->options, sizeof nm->options));
+    NF_TRY(opt_string(f, "generator", nm->generator, sizeof nm->generator));
+    int64_t seed = -1;
+    if (nf_h5_attr_exists(f, "/", "seed")) NF_TRY(nf_h5_attr_get_int64(f, "/", "seed", &seed));
+    nm->seed = seed;
     return NF_OK;
 }
 
@@ -421,6 +628,8 @@ int nf_source_sequences_load(nf_source **out, const char *path)
             rc = nf_error(NF_EFORMAT, "%s: root attribute num_marks = %lld but no dataset /marks (expected both or "
                                       "neither)", path, (long long)num_marks);
     }
+    size_t n_ll = 0, n_ns = 0;
+    if (rc == NF_OK) rc = read_truth(f, path, &st, &n_ll, &n_ns);
     nf_h5_close(f);
     if (rc == NF_OK && n_seq == 0)
         rc = nf_error(NF_EDATA, "%s:/t_start: no sequences (expected at least one)", path);
@@ -433,13 +642,19 @@ int nf_source_sequences_load(nf_source **out, const char *path)
     if (rc == NF_OK && st.marks && n_marks != n_times)
         rc = nf_error(NF_EFORMAT, "%s:/marks has %zu entries but /times has %zu (expected one mark per event; is an "
                                   "array truncated?)", path, n_marks, n_times);
+    for (int k = 0; k < 2 && rc == NF_OK; k++)
+        if ((k ? st.ll_true_ns : st.ll_true) && (k ? n_ns : n_ll) != n_seq)
+            rc = nf_error(NF_EFORMAT, "%s:/%s has %zu entries for %zu sequences (expected one true log-likelihood "
+                                      "per sequence; is an array truncated?)", path,
+                          k ? "log_lik_true_no_survival" : "log_lik_true", k ? n_ns : n_ll, n_seq);
     if (rc == NF_OK) {
         seq_arrays a = {n_seq, st.offsets, st.times, st.t_start, st.t_end, st.marks, num_marks};
         origin o = {FROM_FILE, path};
         rc = validate(&a, (long long)n_times, &o);
     }
+    if (rc == NF_OK) rc = validate_truth(path, n_seq, st.ll_true, st.ll_true_ns);
     if (rc != NF_OK) {
-        free(st.offsets), free(st.times), free(st.marks), free(st.t_start), free(st.t_end);
+        state_free_arrays(&st);
         return rc;
     }
     return seq_new(out, path, n_seq, (int)num_marks, st);

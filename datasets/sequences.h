@@ -19,6 +19,10 @@
  * together, NF_EDATA for bad values (no sequences, offsets that go back, a NaN or out-of-window or
  * decreasing time, a window that ends before it starts, a mark out of range).
  *
+ * A file may carry the truth (nf_sequences_truth below: /log_lik_true, one per sequence); it is
+ * checked on loading (length, finite values, a known convention) and follows the sequences through
+ * reorder, views and saves.
+ *
  * Reorder (what nf_source_split does first) permutes a loaded source in place, so views of it see
  * the new order as they do for rows; a wrapped source or a view reorders into arrays of its own and
  * leaves the caller's (or the parent's) arrays untouched.
@@ -31,14 +35,50 @@
 #define NF_SEQUENCES_FORMAT "nf-sequences"
 #define NF_SEQUENCES_VERSION 1
 
+/* The truth about sequences drawn from (or scored under) a known point process
+ * (datasets/tpp_process.h): the exact log-likelihood of every sequence, and the process that gives
+ * it.  Stored with the sequences (/log_lik_true, docs/FORMATS.md), carried by reorder, views, splits
+ * and saves, so a fitted model can be compared with the truth on exactly the sequences it scores.
+ * Two conventions, both per sequence on its own window [t_start, t_end]:
+ *   log_lik              "window": sum_i [log lambda*(t_i) - Lambda(t_{i-1}, t_i)] - Lambda(t_n, t_end),
+ *                        t_0 := t_start (the first interval from the window start included, the
+ *                        log-survival of the open interval after the last event included);
+ *   log_lik_no_survival  "to-last-event": the same without the survival term (the TPP benchmarks'
+ *                        convention); equal to log_lik when t_end is the last event. */
+typedef struct nf_sequences_truth {
+    const double *log_lik;             /* (n_seq) required */
+    const double *log_lik_no_survival; /* (n_seq) or NULL */
+    const char *process;               /* the process's type name ("hawkes"), required */
+    const char *options;               /* its canonical options ("mu=0.2,alpha=0.8,beta=1"), or NULL */
+    const char *generator;             /* where the sequences came from ("tpp-hawkes", "import"), or NULL */
+    long long seed;                    /* the simulation's seed, or -1 */
+} nf_sequences_truth;
+
+#define NF_SEQUENCES_CONV_WINDOW "window"
+#define NF_SEQUENCES_CONV_TO_LAST "to-last-event"
+
 /* Write sequences to an nf-sequences file, atomically (core/h5.h): offsets (n_seq + 1), times
  * (offsets[n_seq]), t_start and t_end (n_seq), marks (offsets[n_seq]) or NULL with num_marks 0.
  * Validated first with the rules of the loader; nothing is written when they fail. */
 int nf_sequences_save(const char *path, size_t n_seq, const int64_t *offsets, const double *times,
                       const double *t_start, const double *t_end, const int64_t *marks /* may be NULL */,
                       int num_marks);
-/* Write the sequences of any sequences source (a view included: its offsets are rebased to 0). */
+/* The same with the truth (NULL: as nf_sequences_save): /log_lik_true, /log_lik_true_no_survival
+ * and the root attributes naming the process and the conventions.  The values must be finite. */
+int nf_sequences_save_truth(const char *path, size_t n_seq, const int64_t *offsets, const double *times,
+                            const double *t_start, const double *t_end, const int64_t *marks, int num_marks,
+                            const nf_sequences_truth *truth);
+/* Write the sequences of any sequences source (a view included: its offsets are rebased to 0),
+ * with their truth when the source has one. */
 int nf_source_sequences_save(const char *path, const nf_source *s);
+
+/* A split into files by whole sequences: part k gets the items idx[at_k .. at_k + count[k]) of s (at_k
+ * the sum of the counts before it), in that order, with their marks and truth, and the root
+ * attributes split = part[k], split_of and split_seed = seed (part, split_of may be NULL).  A part of
+ * no sequences is not written.  All parts are written before any is renamed into place (core/h5.h),
+ * so on error none is.  At most 8 parts.  (nf data split: idx and counts from nf_dataset_split.) */
+int nf_sequences_split_save(const nf_source *s, const size_t *idx, int n_parts, const size_t *count,
+                            const char *const *path, const char *const *part, const char *split_of, uint64_t seed);
 
 /* Load a whole nf-sequences file (or a file without a format attribute, as h5py writes, holding
  * the same datasets) into memory and validate it.  The source is named after the path. */
@@ -64,6 +104,9 @@ typedef struct nf_sequences {
     const double *t_start, *t_end;  /* (n) */
 } nf_sequences;
 nf_sequences nf_source_sequences(const nf_source *s);
+/* The truth of a sequences source loaded from a file that carries one, or of a view or reordered
+ * source of it: log_lik (s->n entries, in the source's current order) is NULL when there is none. */
+nf_sequences_truth nf_source_sequences_truth(const nf_source *s);
 
 /* Statistics over all sequences of s, for standardising a point-process model's inputs.  The
  * intervals are t_1 - t_start and t_k - t_{k-1} within each sequence (one per event; no survival

@@ -8,7 +8,8 @@
  *         arrival times of sequence i.
  * Observation windows: t_start (NaN: 0) and t_end (NaN: each sequence's last event time, so no
  * survival interval follows it); a given window must hold every event.  The result is validated
- * and written by nf_sequences_save, so nothing is written when a rule fails.
+ * and written by nf_sequences_save_truth (with the true log-likelihoods under a given process), so
+ * nothing is written when a rule fails.
  */
 #include "datasets/sequences_import.h"
 
@@ -42,13 +43,32 @@ static int by_id(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Windows and the write, shared by both layouts; the arrays are the caller's. */
+/* ll[i] and ns[i]: log-likelihood of sequence i under p on [ts[i], te[i]], with and without the
+ * survival term (nf_tpp_log_lik); errors name the input, the sequence and the process. */
+static int true_log_lik(const char *what, const nf_tpp_process *p, size_t n_seq, const int64_t *off,
+                        const double *times, const double *ts, const double *te, double *ll, double *ns)
+{
+    for (size_t i = 0; i < n_seq; i++) {
+        size_t len = (size_t)(off[i + 1] - off[i]);
+        const double *t = times + off[i];
+        int rc = nf_tpp_log_lik(p, len, t, ts[i], te[i], NF_TPP_WINDOW, &ll[i]);
+        if (rc == NF_OK) rc = nf_tpp_log_lik(p, len, t, ts[i], te[i], NF_TPP_TO_LAST_EVENT, &ns[i]);
+        if (rc != NF_OK)
+            return nf_error_context(rc, "%s: sequence %zu under the true process %s(%s)", what, i, p->type->name,
+                                    p->options);
+    }
+    return NF_OK;
+}
+
+/* Windows, the truth and the write, shared by both layouts; the arrays are the caller's. */
 static int finish(const char *out, const char *what, size_t n_seq, const int64_t *off, const double *times,
-                  const int64_t *marks, int num_marks, double t_start, double t_end, nf_seq_import_summary *sum)
+                  const int64_t *marks, int num_marks, double t_start, double t_end, const nf_tpp_process *truth,
+                  nf_seq_import_summary *sum)
 {
     double *ts = malloc(n_seq * sizeof *ts), *te = malloc(n_seq * sizeof *te);
-    if (!ts || !te) {
-        free(ts), free(te);
+    double *ll = truth ? malloc(2 * n_seq * sizeof *ll) : NULL;
+    if (!ts || !te || (truth && !ll)) {
+        free(ts), free(te), free(ll);
         return nf_error(NF_ENOMEM, "%s: out of memory for %zu sequences", what, n_seq);
     }
     int rc = NF_OK;
@@ -63,8 +83,20 @@ static int finish(const char *out, const char *what, size_t n_seq, const int64_t
             rc = nf_error(NF_EDATA, "%s: sequence %zu has an event at %g, after the window end %g (give a later "
                                     "--t-end)", what, i, times[b - 1], te[i]);
     }
-    if (rc == NF_OK) rc = nf_sequences_save(out, n_seq, off, times, ts, te, marks, num_marks);
+    nf_sequences_truth tr = {.seed = -1};
+    if (rc == NF_OK && truth) {
+        rc = true_log_lik(what, truth, n_seq, off, times, ts, te, ll, ll + n_seq);
+        tr = (nf_sequences_truth){.log_lik = ll, .log_lik_no_survival = ll + n_seq, .process = truth->type->name,
+                                  .options = truth->options, .generator = "import", .seed = -1};
+    }
+    if (rc == NF_OK) rc = nf_sequences_save_truth(out, n_seq, off, times, ts, te, marks, num_marks, truth ? &tr : NULL);
     if (rc == NF_OK && sum) {
+        sum->has_truth = truth != NULL;
+        sum->true_log_lik = sum->true_log_lik_no_survival = 0;
+        for (size_t i = 0; truth && i < n_seq; i++) {
+            sum->true_log_lik += ll[i];
+            sum->true_log_lik_no_survival += ll[n_seq + i];
+        }
         sum->n_seq = n_seq;
         sum->n_events = (size_t)off[n_seq];
         sum->num_marks = num_marks;
@@ -72,12 +104,13 @@ static int finish(const char *out, const char *what, size_t n_seq, const int64_t
         sum->t_start = isnan(t_start) ? 0 : t_start;
         sum->t_end = t_end;
     }
-    free(ts), free(te);
+    free(ts), free(te), free(ll);
     return rc;
 }
 
 int nf_sequences_import_long(const char *out, const char *what, const nf_table *t, int id_col, int time_col,
-                             int mark_col, double t_start, double t_end, nf_seq_import_summary *sum)
+                             int mark_col, double t_start, double t_end, const nf_tpp_process *truth,
+                             nf_seq_import_summary *sum)
 {
     if (t->n == 0) return nf_error(NF_EDATA, "%s: no events (expected rows of: sequence id, time[, mark])", what);
     int cols[3] = {id_col, time_col, mark_col};
@@ -143,13 +176,13 @@ int nf_sequences_import_long(const char *out, const char *what, const nf_table *
         }
     }
     for (size_t i = 0; rc == NF_OK && i < n_seq; i++) off[i + 1] += off[i];
-    if (rc == NF_OK) rc = finish(out, what, n_seq, off, times, marks, num_marks, t_start, t_end, sum);
+    if (rc == NF_OK) rc = finish(out, what, n_seq, off, times, marks, num_marks, t_start, t_end, truth, sum);
     free(ev), free(ids), free(times), free(off), free(marks);
     return rc;
 }
 
 int nf_sequences_import_wide(const char *out, const char *what, const nf_table *t, double t_start, double t_end,
-                             nf_seq_import_summary *sum)
+                             const nf_tpp_process *truth, nf_seq_import_summary *sum)
 {
     if (t->n == 0 || t->d == 0) return nf_error(NF_EDATA, "%s: no sequences (expected one row of arrival times per sequence)", what);
     int64_t *off = malloc((t->n + 1) * sizeof *off);
@@ -164,7 +197,7 @@ int nf_sequences_import_wide(const char *out, const char *what, const nf_table *
                                 what, i, j, v);
             }
         }
-    int rc = finish(out, what, t->n, off, t->x, NULL, 0, t_start, t_end, sum);
+    int rc = finish(out, what, t->n, off, t->x, NULL, 0, t_start, t_end, truth, sum);
     free(off);
     return rc;
 }

@@ -79,6 +79,7 @@ int nf_tpp_process_create(nf_tpp_process **out, const char *name, const char *op
     if (!t) return nf_tpp_process_type_find(name) ? NF_OK : NF_EINVAL;   /* records the message */
     nf_opts o;
     nf_opts_init(&o, t->name);
+    if (t->defaults) NF_TRY(nf_opts_parse(&o, t->defaults));
     if (pre) NF_TRY(nf_opts_parse(&o, pre->options));
     if (options) NF_TRY(nf_opts_parse(&o, options));
     nf_tpp_process *p = nf_calloc(1, sizeof *p, "a point process");

@@ -13,6 +13,8 @@
  *   nf_tpp_simulate(&sim, p, rng, 64, 0.0, 100.0, 0);   // 64 sequences on [0, 100] (or 0, INFINITY, 1024:
  *                                                       // 1024 events each, window closing at the last)
  *   nf_sequences_save("seq.h5", sim.n_seq, sim.offsets, sim.times, sim.t_start, sim.t_end, NULL, 0);
+ *   // or nf_sequences_save_truth(..., &(nf_sequences_truth){.log_lik = sim.log_lik, .process = ...}):
+ *   // the file then carries each sequence's true log-likelihood (what nf data make tpp-NAME writes)
  *   nf_source_sequences_wrap(&src, sim.n_seq, sim.offsets, sim.times, sim.t_start, sim.t_end, NULL, 0);
  *   nf_tpp_log_lik(p, n, t, 0.0, 100.0, NF_TPP_WINDOW, &ll);       // any sequence
  *   nf_tpp_source_log_lik(p, src, NF_TPP_TO_LAST_EVENT, per_seq, &total, &n_events);
@@ -76,6 +78,8 @@ struct nf_tpp_process_type {
     const char *name;           /* "hawkes" */
     const char *summary;        /* one line for listings */
     const char *options_help;   /* the defaults, "mu=0.2, alpha=0.8, beta=1" */
+    const char *defaults;       /* the same as options ("mu=0.2,alpha=0.8,beta=1"), read first, so an
+                                   instance's options string names every parameter */
     /* Read the options (each read marks the key used) into p->state. */
     int (*create)(nf_tpp_process *p, nf_opts *o);
     void (*destroy)(nf_tpp_process *p);
@@ -96,7 +100,8 @@ struct nf_tpp_process_type {
 
 struct nf_tpp_process {
     const nf_tpp_process_type *type;
-    char options[256];   /* canonical "k=v,..." as given (a preset's options first) */
+    char options[256];   /* canonical "k=v,..." of every parameter: the defaults, then a preset's
+                            options, then the given ones (the last value of a key wins) */
     void *state;         /* the type's parameters */
 };
 

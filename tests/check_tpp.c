@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <hdf5.h>
+
 #include "datasets/sequences.h"
 #include "training/model_file.h"
 #include "training/model_tpp.h"
@@ -56,10 +58,11 @@ START_TEST(gradient_matches_finite_differences)
     int64_t *off, *marks;
     double *times, *ts, *te;
     nf_source *src = poisson(4, 1.3, 3.0, 3, 7, &off, &times, &ts, &te, &marks);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 8; k++) { /* every decoder with a GRU, then with a tanh RNN */
         nf_tpp_config c;
         nf_tpp_config_init(&c);
-        c.decoder = (nf_tpp_decoder_kind)k;
+        c.decoder = (nf_tpp_decoder_kind)(k % 4);
+        c.rnn = (nf_tpp_rnn_kind)(k / 4);
         c.hidden = 4;
         c.components = 3;
         c.flow_layers = 1;
@@ -91,8 +94,8 @@ START_TEST(gradient_matches_finite_differences)
             for (size_t q = 0; q < m->P->nslices; q++)
                 if (j >= m->P->slices[q].offset && j < m->P->slices[q].offset + m->P->slices[q].size)
                     slice = m->P->slices[q].name;
-            ck_assert_msg(fabs(g[j] - fd) <= 1e-5 * (1 + fabs(fd)), "%s: d/d%s (entry %zu): %g, fd %g",
-                          nf_tpp_decoder_name((nf_tpp_decoder_kind)k), slice, j, (double)g[j], fd);
+            ck_assert_msg(fabs(g[j] - fd) <= 1e-5 * (1 + fabs(fd)), "%s, %s: d/d%s (entry %zu): %g, fd %g",
+                          nf_tpp_decoder_name(c.decoder), nf_tpp_rnn_name(c.rnn), slice, j, (double)g[j], fd);
         }
         free(g);
         nf_batch_free(&b);
@@ -198,6 +201,54 @@ START_TEST(learns_a_poisson_process)
 }
 END_TEST
 
+/* --rnn is saved with the model: a tanh-RNN model reloads as one (same log-likelihoods), and a file
+ * written before the field existed (no "rnn" attribute) loads as a GRU. */
+START_TEST(rnn_kind_round_trips)
+{
+    int64_t *off, *marks;
+    double *times, *ts, *te;
+    nf_source *src = poisson(6, 1.1, 5.0, 2, 13, &off, &times, &ts, &te, &marks);
+    char dir[64] = "/tmp/nf_tpp_XXXXXX", path[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.h5", dir);
+    for (int k = 0; k < 2; k++) {
+        nf_tpp_config c;
+        nf_tpp_config_init(&c);
+        c.rnn = (nf_tpp_rnn_kind)k;
+        c.hidden = 6;
+        c.components = 3;
+        nf_model *m, *back;
+        ck_assert_int_eq(nf_model_tpp_create(&m, &c, src), NF_OK);
+        ck_assert_ptr_nonnull(nf_params_find(m->P, k ? "encoder.rnn.weight_hh" : "encoder.gru.weight_hh"));
+        ck_assert_ptr_null(nf_params_find(m->P, k ? "encoder.gru.weight_hh" : "encoder.rnn.weight_hh"));
+        ck_assert_int_eq(nf_model_save(path, m, NULL, NULL), NF_OK);
+        ck_assert_msg(nf_model_open(path, &back, NULL) == NF_OK, "%s", nf_strerror_last());
+        ck_assert_int_eq((int)nf_model_tpp_config(back)->rnn, k);
+        double a, b;
+        ck_assert_int_eq(nf_model_evaluate(m, src, 0, 4, NULL, &a, NULL, NULL), NF_OK);
+        ck_assert_int_eq(nf_model_evaluate(back, src, 0, 4, NULL, &b, NULL, NULL), NF_OK);
+        ck_assert(a == b);
+        nf_model_free(back);
+        if (k == 0) { /* an older file: drop the attribute */
+            hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+            ck_assert(f >= 0);
+            ck_assert(H5Adelete_by_name(f, "/model/tpp", "rnn", H5P_DEFAULT) >= 0);
+            H5Fclose(f);
+            ck_assert_msg(nf_model_open(path, &back, NULL) == NF_OK, "%s", nf_strerror_last());
+            ck_assert_int_eq((int)nf_model_tpp_config(back)->rnn, NF_TPP_RNN_GRU);
+            ck_assert_int_eq(nf_model_evaluate(back, src, 0, 4, NULL, &b, NULL, NULL), NF_OK);
+            ck_assert(a == b);
+            nf_model_free(back);
+        }
+        unlink(path);
+        nf_model_free(m);
+    }
+    rmdir(dir);
+    nf_source_free(src);
+    free_arrays(off, times, ts, te, marks);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tpp");
@@ -206,6 +257,7 @@ int main(void)
     tcase_add_test(tc, gradient_matches_finite_differences);
     tcase_add_test(tc, ragged_batches_do_not_leak);
     tcase_add_test(tc, learns_a_poisson_process);
+    tcase_add_test(tc, rnn_kind_round_trips);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -14,6 +14,8 @@
  *   over all 64 x 1024 events equals the README's value to 3 decimals, and fresh simulations of the
  *   same presets agree with it statistically.
  * - Errors: unknown process, bad options, non-increasing times, windows, simulation arguments.
+ * - Each type's defaults string equals its built-in defaults; simulated sequences saved with their
+ *   truth load with a truth equal to the likelihood recomputed from the loaded events.
  */
 #include <check.h>
 #include <gsl/gsl_errno.h>
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/import.h"
 #include "datasets/sequences.h"
@@ -577,6 +580,80 @@ START_TEST(test_errors)
 }
 END_TEST
 
+
+/* Every type's defaults string is its built-in defaults: an instance made without options equals one
+ * whose create() saw no options at all, and its options string names every parameter. */
+START_TEST(test_defaults_string)
+{
+    const double t[4] = {0.3, 0.9, 2.2, 3.05};
+    for (int i = 0; nf_tpp_process_types[i]; i++) {
+        const nf_tpp_process_type *ty = nf_tpp_process_types[i];
+        nf_tpp_process raw = {.type = ty};
+        nf_opts o;
+        nf_opts_init(&o, ty->name);
+        OK(ty->create(&raw, &o));
+        nf_tpp_process *p = make(ty->name, NULL);
+        ck_assert_ptr_nonnull(ty->defaults);
+        ck_assert_str_eq(p->options, ty->defaults);
+        double a, b;
+        OK(nf_tpp_log_lik(&raw, 4, t, 0.1, 4, NF_TPP_WINDOW, &a));
+        OK(nf_tpp_log_lik(p, 4, t, 0.1, 4, NF_TPP_WINDOW, &b));
+        ck_assert_msg(a == b, "%s: built-in defaults give %.17g, the defaults string %.17g", ty->name, a, b);
+        ty->destroy(&raw);
+        nf_tpp_process_free(p);
+    }
+    nf_tpp_process *p = make("hawkes1", "mu=0.3");
+    ck_assert_str_eq(p->options, "mu=0.3,alpha=0.8:0,beta=1:20");
+    nf_tpp_process_free(p);
+}
+END_TEST
+
+/* Simulated sequences saved with their truth (nf_sequences_save_truth, what nf data make tpp-*
+ * writes) load with a truth equal to the likelihood recomputed from the loaded events, in both
+ * conventions, sequence by sequence. */
+START_TEST(test_truth_file)
+{
+    const proc_case *c = &cases[_i];
+    nf_tpp_process *p = make(c->name, c->opts);
+    nf_rng *rng = nf_rng_alloc(31 + (uint64_t)_i, 0);
+    nf_tpp_sim sim;
+    OK(nf_tpp_simulate(&sim, p, rng, 5, 1.5, 30, 0));
+    nf_source *w, *s;
+    double ns[5];
+    OK(nf_source_sequences_wrap(&w, 5, sim.offsets, sim.times, sim.t_start, sim.t_end, NULL, 0));
+    OK(nf_tpp_source_log_lik(p, w, NF_TPP_TO_LAST_EVENT, ns, NULL, NULL));
+    char dir[] = "/tmp/nf_tpptruth_XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/seq.h5", dir);
+    nf_sequences_truth tr = {.log_lik = sim.log_lik, .log_lik_no_survival = ns, .process = p->type->name,
+                             .options = p->options, .generator = "test", .seed = 31};
+    OK(nf_sequences_save_truth(path, 5, sim.offsets, sim.times, sim.t_start, sim.t_end, NULL, 0, &tr));
+    OK(nf_source_sequences_load(&s, path));
+    nf_sequences q = nf_source_sequences(s);
+    nf_sequences_truth got = nf_source_sequences_truth(s);
+    ck_assert_str_eq(got.process, p->type->name);
+    ck_assert_str_eq(got.options, p->options);
+    ck_assert_int_eq(got.seed, 31);
+    for (size_t i = 0; i < 5; i++) {
+        size_t n = (size_t)(q.offsets[i + 1] - q.offsets[i]);
+        double a, b;
+        OK(nf_tpp_log_lik(p, n, q.times + q.offsets[i], q.t_start[i], q.t_end[i], NF_TPP_WINDOW, &a));
+        OK(nf_tpp_log_lik(p, n, q.times + q.offsets[i], q.t_start[i], q.t_end[i], NF_TPP_TO_LAST_EVENT, &b));
+        ck_assert_msg(got.log_lik[i] == a && got.log_lik_no_survival[i] == b,
+                      "%s sequence %zu: stored %.17g / %.17g, recomputed %.17g / %.17g", c->name, i, got.log_lik[i],
+                      got.log_lik_no_survival[i], a, b);
+        ck_assert(n == 0 || b >= a); /* the survival term only lowers the likelihood */
+    }
+    nf_source_free(s);
+    nf_source_free(w);
+    unlink(path);
+    rmdir(dir);
+    nf_tpp_sim_free(&sim);
+    nf_rng_free(rng);
+    nf_tpp_process_free(p);
+}
+END_TEST
+
 static Suite *tpp_suite(void)
 {
     Suite *s = suite_create("tpp_process");
@@ -592,6 +669,8 @@ static Suite *tpp_suite(void)
     tcase_add_test(tc, test_hawkes_rate);
     tcase_add_test(tc, test_renewal_moments);
     tcase_add_test(tc, test_shared_sets);
+    tcase_add_test(tc, test_defaults_string);
+    tcase_add_loop_test(tc, test_truth_file, 0, NCASES);
     suite_add_tcase(s, tc);
     return s;
 }

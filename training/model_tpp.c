@@ -4,7 +4,8 @@
  * Sequence b observes [t_start, t_end] with events t_0 <= ... <= t_{L-1} (marks k_j).  With
  * tau_j = t_j - t_{j-1} (t_{-1} = t_start) and tau_L = t_end - t_{L-1} the open last interval,
  *     log L_b = sum_j [ log p(tau_j | c_j) + log p(k_j | c_j) ] + log S(tau_L | c_L),
- * where c_j, the history before event j, is the GRU state after events 0..j-1 (nn/gru.h; inputs per
+ * where c_j, the history before event j, is the encoder's state after events 0..j-1 (a GRU, nn/gru.h,
+ * or a tanh RNN, nn/rnn.h: --rnn; inputs per
  * event: the standardised log tau_j and a learned embedding of k_j), c_0 the learned initial state.
  * The decoder of tau is one of training/tpp_decoder.h; marks are a softmax of an affine map of c_j.
  * Loss of a batch: -(sum_b log L_b) / (events in the batch), the NLL per event.  The per-item metric
@@ -13,45 +14,110 @@
  *
  * Backward: dL/dlog p and dL/dlog S = -1/E through the decoder into the contexts, the mark
  * log-softmax (dlogits = p - onehot) into the mark head and the contexts, then the contexts' gradients
- * scattered into dL/dh and back through time (nf_gru_backward) into the GRU, the embedding and h0.
+ * scattered into dL/dh and back through time (nf_gru_backward or nf_rnn_backward) into the encoder,
+ * the embedding and h0.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/blas.h"
 #include "datasets/sequences.h"
-#include "nn/gru.h"
-#include "training/model.h"
-#include "training/model_tpp.h"
-#include "training/tpp_decoder.h"
+#include "training/model_tpp_internal.h"
 
-typedef struct {
-    nf_tpp_config cfg;
-    int in;                      /* GRU input width: 1 + mark_dim */
-    nf_gru gru;
-    nf_tpp_decoder dec;
-    size_t off_emb, off_mw, off_mb;   /* mark embedding (K, E), head W (K, H), b (K) */
-    /* batch buffers, grown when a larger batch arrives */
-    size_t cap_t, cap_b;
-    nf_real *x, *dx, *h, *dh, *ws;    /* (T, I), (T, I), (T+B, H), (T+B, H), GRU workspace */
-    nf_real *ce, *dce, *tau, *lp, *dlp, *logits;  /* (T, H), (T, H), (T), (T), (T), (T, K) */
-    nf_real *cs, *dcs, *taus, *ls, *dls;          /* survival: (B, H), (B, H), (B), (B), (B) */
-    int *sb;                          /* (B) sequence of each survival row */
-} tpp_state;
+static const char *const RNN_NAMES[] = {"gru", "rnn"};
+
+int nf_tpp_rnn_parse(const char *name, nf_tpp_rnn_kind *kind)
+{
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(name, RNN_NAMES[i])) {
+            *kind = (nf_tpp_rnn_kind)i;
+            return NF_OK;
+        }
+    return nf_error(NF_EINVAL, "rnn '%s' (expected one of %s)", name, NF_TPP_RNN_NAMES);
+}
+
+const char *nf_tpp_rnn_name(nf_tpp_rnn_kind kind) { return kind <= NF_TPP_RNN_TANH ? RNN_NAMES[kind] : "?"; }
+
+/* ---------------------------------------------------------------- the encoder, either cell */
+
+size_t tpp_enc_workspace(const tpp_state *st, int64_t T, int B)
+{
+    return st->cfg.rnn == NF_TPP_RNN_TANH ? nf_rnn_workspace(&st->rnn, T, B) : nf_gru_workspace(&st->gru, T, B);
+}
+
+void tpp_enc_forward(const tpp_state *st, const nf_params *P, nf_real *h, const nf_real *x, const int64_t *off, int B)
+{
+    if (st->cfg.rnn == NF_TPP_RNN_TANH) nf_rnn_forward(&st->rnn, P, st->ws, h, x, off, B);
+    else nf_gru_forward(&st->gru, P, st->ws, h, x, off, B);
+}
+
+void tpp_enc_backward(const tpp_state *st, nf_params *P, nf_real *dx, const nf_real *dh, const nf_real *x,
+                      const int64_t *off, int B)
+{
+    if (st->cfg.rnn == NF_TPP_RNN_TANH) nf_rnn_backward(&st->rnn, P, st->ws, dx, dh, x, off, B);
+    else nf_gru_backward(&st->gru, P, st->ws, dx, dh, x, off, B);
+}
+
+size_t tpp_enc_step_workspace(const tpp_state *st, int n)
+{
+    return st->cfg.rnn == NF_TPP_RNN_TANH ? nf_rnn_step_workspace(&st->rnn, n) : nf_gru_step_workspace(&st->gru, n);
+}
+
+void tpp_enc_step(const tpp_state *st, const nf_params *P, nf_real *ws, nf_real *h_new, const nf_real *h,
+                  const nf_real *x, int n)
+{
+    if (st->cfg.rnn == NF_TPP_RNN_TANH) nf_rnn_step(&st->rnn, P, ws, h_new, h, x, n);
+    else nf_gru_step(&st->gru, P, ws, h_new, h, x, n);
+}
+
+void tpp_enc_start(const tpp_state *st, const nf_params *P, nf_real *context, nf_real *state)
+{
+    if (st->cfg.rnn == NF_TPP_RNN_TANH) nf_rnn_start(&st->rnn, P, context, state);
+    else nf_gru_start(&st->gru, P, context, state);
+}
+
+void tpp_input_row(const tpp_state *st, const nf_real *P, nf_real *x, double tau, int mark)
+{
+    const int E = st->cfg.mark_dim;
+    x[0] = (nf_real)(tau > 0 ? (log(tau) - st->cfg.shift) / st->cfg.scale : -10.0);
+    for (int e = 0; e < E; e++) x[1 + e] = P[st->off_emb + (size_t)mark * E + e];
+}
+
+/* Mark head: logits = c W^T + b (one product), then log p_k = logits_k - logsumexp(logits). */
+void tpp_mark_log_probs(const tpp_state *st, const nf_real *P, nf_real *logits, const nf_real *ctx, int n)
+{
+    const int K = st->cfg.num_marks, H = st->cfg.hidden;
+    if (n <= 0) return;
+    nf_gemm(0, 1, n, K, H, 1, ctx, H, P + st->off_mw, H, 0, logits, K);
+    for (int j = 0; j < n; j++) {
+        nf_real *lg = logits + (size_t)j * K;
+        double mx = -INFINITY;
+        for (int k = 0; k < K; k++) {
+            lg[k] += P[st->off_mb + k];
+            mx = fmax(mx, lg[k]);
+        }
+        double z = 0;
+        for (int k = 0; k < K; k++) z += exp(lg[k] - mx);
+        const double lse = mx + log(z);
+        for (int k = 0; k < K; k++) lg[k] = (nf_real)(lg[k] - lse);
+    }
+}
 
 static void free_buffers(tpp_state *st)
 {
-    void *p[] = {st->x, st->dx, st->h, st->dh, st->ws, st->ce, st->dce, st->tau, st->lp, st->dlp, st->logits,
+    void *p[] = {st->off, st->x, st->dx, st->h, st->dh, st->ws, st->ce, st->dce, st->tau, st->lp, st->dlp, st->logits,
                  st->cs, st->dcs, st->taus, st->ls, st->dls, st->sb};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+    st->off = NULL;
     st->x = st->dx = st->h = st->dh = st->ws = st->ce = st->dce = st->tau = st->lp = st->dlp = st->logits = NULL;
     st->cs = st->dcs = st->taus = st->ls = st->dls = NULL;
     st->sb = NULL;
     st->cap_t = st->cap_b = 0;
 }
 
-static int reserve(tpp_state *st, size_t T, size_t B)
+int tpp_reserve(tpp_state *st, size_t T, size_t B)
 {
     if (T <= st->cap_t && B <= st->cap_b && st->x) return NF_OK;
     T = T > st->cap_t ? T : st->cap_t;
@@ -59,11 +125,12 @@ static int reserve(tpp_state *st, size_t T, size_t B)
     free_buffers(st);
     size_t H = (size_t)st->cfg.hidden, I = (size_t)st->in, K = (size_t)(st->cfg.num_marks ? st->cfg.num_marks : 1);
     size_t t1 = T ? T : 1;
+    st->off = malloc((B + 1) * sizeof(int64_t));
     st->x = malloc(t1 * I * sizeof(nf_real));
     st->dx = malloc(t1 * I * sizeof(nf_real));
     st->h = malloc((T + B) * H * sizeof(nf_real));
     st->dh = malloc((T + B) * H * sizeof(nf_real));
-    st->ws = malloc((nf_gru_workspace(&st->gru, (int64_t)T, (int)B) + 1) * sizeof(nf_real));
+    st->ws = malloc((tpp_enc_workspace(st, (int64_t)T, (int)B) + 1) * sizeof(nf_real));
     st->ce = malloc(t1 * H * sizeof(nf_real));
     st->dce = malloc(t1 * H * sizeof(nf_real));
     st->tau = malloc(t1 * sizeof(nf_real));
@@ -76,7 +143,8 @@ static int reserve(tpp_state *st, size_t T, size_t B)
     st->ls = malloc(B * sizeof(nf_real));
     st->dls = malloc(B * sizeof(nf_real));
     st->sb = malloc(B * sizeof(int));
-    if (!st->x || !st->dx || !st->h || !st->dh || !st->ws || !st->ce || !st->dce || !st->tau || !st->lp || !st->dlp ||
+    if (!st->off || !st->x || !st->dx || !st->h || !st->dh || !st->ws || !st->ce || !st->dce || !st->tau || !st->lp ||
+        !st->dlp ||
         !st->logits || !st->cs || !st->dcs || !st->taus || !st->ls || !st->dls || !st->sb) {
         free_buffers(st);
         return nf_error(NF_ENOMEM, "out of memory for a batch of %zu sequences with %zu events", B, T);
@@ -86,22 +154,18 @@ static int reserve(tpp_state *st, size_t T, size_t B)
     return NF_OK;
 }
 
-/* Everything up to the per-event and per-sequence log-likelihood terms.  Writes st->lp (T: log p of
- * tau plus log p of the mark), st->ls (n_surv), and per_seq (B) if not NULL.  With train set the
- * caches for backward are kept. */
-static int forward(nf_model *m, const nf_batch *b, double *per_seq, int *n_surv_out, double *total)
+int tpp_encode(nf_model *m, const nf_batch *b)
 {
     tpp_state *st = m->state;
-    const int B = b->n, H = st->cfg.hidden, I = st->in, E = st->cfg.mark_dim, K = st->cfg.num_marks;
+    const int B = b->n, I = st->in, K = st->cfg.num_marks;
     const int64_t o0 = b->offsets[0];
     const size_t T = (size_t)(b->offsets[B] - o0);
     if (K > 1 && T && !b->marks)
         return nf_error(NF_EINVAL, "the model predicts %d mark types but the sequences have no marks", K);
     if (K > 1 && b->num_marks > K)
         return nf_error(NF_EINVAL, "the sequences have %d mark types, the model %d", b->num_marks, K);
-    NF_TRY(reserve(st, T, (size_t)B));
-    int64_t *off = malloc((size_t)(B + 1) * sizeof *off); /* rebased to 0 */
-    if (!off) return nf_error(NF_ENOMEM, "out of memory");
+    NF_TRY(tpp_reserve(st, T, (size_t)B));
+    int64_t *off = st->off;
     for (int i = 0; i <= B; i++) off[i] = b->offsets[i] - o0;
     const nf_real *P = m->P->value;
     /* inputs: standardised log tau and the mark embedding */
@@ -111,12 +175,25 @@ static int forward(nf_model *m, const nf_batch *b, double *per_seq, int *n_surv_
             double t = b->times[j + o0], tau = t - prev;
             prev = t;
             st->tau[j] = (nf_real)tau;
-            st->x[(size_t)j * I] = (nf_real)(tau > 0 ? (log(tau) - st->cfg.shift) / st->cfg.scale : -10.0);
-            for (int e = 0; e < E; e++)
-                st->x[(size_t)j * I + 1 + e] = P[st->off_emb + (size_t)b->marks[j + o0] * E + e];
+            tpp_input_row(st, P, st->x + (size_t)j * I, tau, st->cfg.mark_dim ? b->marks[j + o0] : 0);
         }
     }
-    nf_gru_forward(&st->gru, m->P, st->ws, st->h, st->x, off, B);
+    tpp_enc_forward(st, m->P, st->h, st->x, off, B);
+    return NF_OK;
+}
+
+/* Everything up to the per-event and per-sequence log-likelihood terms.  Writes st->lp (T: log p of
+ * tau plus log p of the mark), st->ls (n_surv), and per_seq (B) if not NULL.  With train set the
+ * caches for backward are kept. */
+static int forward(nf_model *m, const nf_batch *b, double *per_seq, int *n_surv_out, double *total)
+{
+    tpp_state *st = m->state;
+    const int B = b->n, H = st->cfg.hidden, K = st->cfg.num_marks;
+    const int64_t o0 = b->offsets[0];
+    const size_t T = (size_t)(b->offsets[B] - o0);
+    NF_TRY(tpp_encode(m, b));
+    const int64_t *off = st->off;
+    const nf_real *P = m->P->value;
     /* contexts: event j of sequence s reads row off[s] + s + (j - off[s]) = j + s */
     int n_surv = 0;
     for (int s = 0; s < B; s++) {
@@ -132,20 +209,9 @@ static int forward(nf_model *m, const nf_batch *b, double *per_seq, int *n_surv_
     }
     int rc = T ? nf_tpp_decoder_eval(&st->dec, 0, st->lp, st->tau, st->ce, (int)T) : NF_OK;
     /* marks: log softmax of W c + b at the observed mark */
-    for (size_t j = 0; rc == NF_OK && K > 1 && j < T; j++) {
-        nf_real *lg = st->logits + j * K;
-        double mx = -INFINITY;
-        for (int k = 0; k < K; k++) {
-            double v = P[st->off_mb + k];
-            for (int i = 0; i < H; i++) v += (double)P[st->off_mw + (size_t)k * H + i] * st->ce[j * H + i];
-            lg[k] = (nf_real)v;
-            mx = fmax(mx, v);
-        }
-        double z = 0;
-        for (int k = 0; k < K; k++) z += exp(lg[k] - mx);
-        double lse = mx + log(z);
-        for (int k = 0; k < K; k++) lg[k] = (nf_real)(lg[k] - lse); /* log-probabilities */
-        st->lp[j] += lg[b->marks[j + o0]];
+    if (rc == NF_OK && K > 1 && T) {
+        tpp_mark_log_probs(st, P, st->logits, st->ce, (int)T);
+        for (size_t j = 0; j < T; j++) st->lp[j] += st->logits[j * K + b->marks[j + o0]];
     }
     double tot = 0;
     if (per_seq)
@@ -155,7 +221,6 @@ static int forward(nf_model *m, const nf_batch *b, double *per_seq, int *n_surv_
             tot += st->lp[j];
             if (per_seq) per_seq[s] += st->lp[j];
         }
-    free(off);
     *n_surv_out = n_surv;
     *total = tot;
     return rc;
@@ -175,6 +240,13 @@ static int survival_terms(nf_model *m, int n_surv, double *per_seq, double *tota
 
 static size_t batch_events(const nf_batch *b) { return (size_t)(b->offsets[b->n] - b->offsets[0]); }
 
+/* The loss is a mean over events: processes of a parallel run combine theirs by their event counts. */
+static double tpp_batch_weight(const nf_model *m, const nf_batch *b)
+{
+    (void)m;
+    return (double)batch_events(b);
+}
+
 static int tpp_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
 {
     (void)rng;
@@ -193,27 +265,27 @@ static int tpp_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
     const int64_t o0 = b->offsets[0];
     nf_real *g = m->P->grad;
     const nf_real *P = m->P->value;
-    for (size_t j = 0; K > 1 && j < T; j++) {
-        const nf_real *lg = st->logits + j * K;
-        int kobs = b->marks[j + o0];
-        for (int k = 0; k < K; k++) {
-            /* d(-norm log softmax_kobs)/dlogit_k = norm (p_k - [k = kobs]) */
-            double dl = norm * (exp(lg[k]) - (k == kobs));
-            g[st->off_mb + k] += (nf_real)dl;
-            for (int i = 0; i < H; i++) {
-                g[st->off_mw + (size_t)k * H + i] += (nf_real)(dl * st->ce[j * H + i]);
-                st->dce[j * H + i] += (nf_real)(dl * P[st->off_mw + (size_t)k * H + i]);
+    if (K > 1 && T) {
+        /* d(-norm log softmax_kobs)/dlogit_k = norm (p_k - [k = kobs]), over the log-probabilities in
+         * place; then dW += dlogits^T c, db += sum dlogits, dc += dlogits W */
+        for (size_t j = 0; j < T; j++) {
+            nf_real *lg = st->logits + j * K;
+            const int kobs = b->marks[j + o0];
+            for (int k = 0; k < K; k++) {
+                const double dl = norm * (exp(lg[k]) - (k == kobs));
+                lg[k] = (nf_real)dl;
+                g[st->off_mb + k] += (nf_real)dl;
             }
         }
+        nf_gemm(1, 0, K, H, (int)T, 1, st->logits, K, st->ce, H, 1, g + st->off_mw, H);
+        nf_gemm(0, 0, (int)T, H, K, 1, st->logits, K, P + st->off_mw, H, 1, st->dce, H);
     }
     NF_TRY(survival_terms(m, n_surv, NULL, &total));
     memset(st->dcs, 0, (size_t)(n_surv ? n_surv : 1) * H * sizeof(nf_real));
     for (int i = 0; i < n_surv; i++) st->dls[i] = (nf_real)-norm;
     if (n_surv) NF_TRY(nf_tpp_decoder_backward(&st->dec, 1, st->dls, st->dcs));
     /* scatter the contexts' gradients into dL/dh, back through time */
-    int64_t *off = malloc((size_t)(B + 1) * sizeof *off);
-    if (!off) return nf_error(NF_ENOMEM, "out of memory");
-    for (int i = 0; i <= B; i++) off[i] = b->offsets[i] - o0;
+    const int64_t *off = st->off;
     for (int s = 0; s < B; s++)
         for (int64_t j = off[s]; j < off[s + 1]; j++)
             for (int i = 0; i < H; i++) st->dh[(size_t)(j + s) * H + i] += st->dce[(size_t)j * H + i];
@@ -222,10 +294,9 @@ static int tpp_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
         for (int i = 0; i < H; i++) st->dh[(size_t)(off[s + 1] + s) * H + i] += st->dcs[(size_t)q * H + i];
     }
     memset(st->dx, 0, (T ? T : 1) * I * sizeof(nf_real));
-    nf_gru_backward(&st->gru, m->P, st->ws, E ? st->dx : NULL, st->dh, st->x, off, B);
+    tpp_enc_backward(st, m->P, E ? st->dx : NULL, st->dh, st->x, off, B);
     for (size_t j = 0; E && j < T; j++)
         for (int e = 0; e < E; e++) g[st->off_emb + (size_t)b->marks[j + o0] * E + e] += st->dx[j * I + 1 + e];
-    free(off);
     *loss = -total * norm;
     if (!isfinite(*loss)) return nf_error(NF_ENONFINITE, "point-process loss is %g", *loss);
     return NF_OK;
@@ -250,6 +321,7 @@ static int tpp_save(const nf_model *m, nf_h5 *f, const char *group)
     snprintf(path, sizeof path, "%s/tpp", group);
     NF_TRY(nf_h5_group(f, path));
     NF_TRY(nf_h5_attr_set_string(f, path, "decoder", nf_tpp_decoder_name(c->decoder)));
+    NF_TRY(nf_h5_attr_set_string(f, path, "rnn", nf_tpp_rnn_name(c->rnn)));
     struct {
         const char *name;
         double v;
@@ -289,7 +361,9 @@ static int build(nf_model *m, const nf_tpp_config *c)
     st->cfg = *c;
     st->in = 1 + (c->num_marks > 1 ? c->mark_dim : 0);
     if (c->num_marks <= 1) st->cfg.mark_dim = 0;
-    int rc = nf_gru_init(&st->gru, m->P, "encoder.gru", st->in, c->hidden, NF_GRU_H0_LEARNED, rng);
+    int rc = c->rnn == NF_TPP_RNN_TANH
+                 ? nf_rnn_init(&st->rnn, m->P, "encoder.rnn", st->in, c->hidden, NF_GRU_H0_LEARNED, rng)
+                 : nf_gru_init(&st->gru, m->P, "encoder.gru", st->in, c->hidden, NF_GRU_H0_LEARNED, rng);
     if (rc == NF_OK && st->cfg.mark_dim) {
         rc = nf_params_add(m->P, "encoder.mark_embedding", (size_t)c->num_marks * c->mark_dim, &st->off_emb);
         for (size_t i = 0; rc == NF_OK && i < (size_t)c->num_marks * c->mark_dim; i++)
@@ -318,6 +392,10 @@ static int tpp_load(nf_model *m, nf_h5 *f, const char *group, int version)
     nf_tpp_config_init(&c);
     NF_TRY(nf_h5_attr_get_string(f, path, "decoder", dec, sizeof dec));
     NF_TRY(nf_tpp_decoder_parse(dec, &c.decoder));
+    if (nf_h5_attr_exists(f, path, "rnn") > 0) { /* files before --rnn: a GRU */
+        NF_TRY(nf_h5_attr_get_string(f, path, "rnn", dec, sizeof dec));
+        NF_TRY(nf_tpp_rnn_parse(dec, &c.rnn));
+    }
     double v[9];
     const char *names[] = {"hidden", "components", "flow_layers", "flow_hidden", "mark_dim", "num_marks",
                            "shift", "scale", "seed"};
@@ -330,12 +408,13 @@ static int tpp_load(nf_model *m, nf_h5 *f, const char *group, int version)
 
 const nf_model_type nf_model_tpp = {
     .kind = "tpp",
-    .summary = "an intensity-free temporal point process (GRU history, next-time decoder, marks)",
+    .summary = "an intensity-free temporal point process (GRU or RNN history, next-time decoder, marks)",
     .command = "nf tpp",
     .source_kind = "sequences",
     .metric = "log_likelihood",
     .loss = tpp_loss,
     .eval = tpp_eval,
+    .batch_weight = tpp_batch_weight,
     .set_training = tpp_set_training,
     .save = tpp_save,
     .load = tpp_load,
@@ -357,6 +436,8 @@ void nf_tpp_config_init(nf_tpp_config *c)
 
 int nf_tpp_config_check(const nf_tpp_config *c)
 {
+    if ((int)c->rnn < 0 || c->rnn > NF_TPP_RNN_TANH)
+        return nf_error(NF_EINVAL, "encoder cell %d (expected %s)", (int)c->rnn, NF_TPP_RNN_NAMES);
     if (c->hidden < 1 || c->hidden > 4096) return nf_error(NF_EINVAL, "hidden width %d (expected 1..4096)", c->hidden);
     if (c->components < 1 || c->components > 1024)
         return nf_error(NF_EINVAL, "%d mixture components (expected 1..1024)", c->components);
@@ -398,4 +479,9 @@ int nf_model_tpp_create(nf_model **out, const nf_tpp_config *cfg, const nf_sourc
     }
     *out = m;
     return NF_OK;
+}
+
+const nf_tpp_config *nf_model_tpp_config(const nf_model *m)
+{
+    return m && m->type == &nf_model_tpp && m->state ? &((const tpp_state *)m->state)->cfg : NULL;
 }

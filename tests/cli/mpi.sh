@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/mpi.sh - data-parallel nf fit under mpirun (issue 15): two processes with the batch
-# split between them end with the parameters of one process with the whole batch (to rounding);
+# split between them end with the parameters of one process with the whole batch (to rounding),
+# for nf fit and nf tpp fit;
 # a killed two-process run resumes with two processes (to the bit) and with one (to rounding);
 # other commands refuse to run as several processes.  Skipped when nf was built without MPI or
 # mpirun is missing.  Run by `make check` with NF=build/<variant>/nf.
@@ -46,6 +47,16 @@ check "the same best validation parameters (validation summed over processes: $d
 mpi 2 "$NF" fit g.h5 "${FIT[@]:0:${#FIT[@]}-1}" -o three.h5 >"$T/out3" 2>"$T/err3"
 check "progress from one process only ($(grep -c 'step 200/200' "$T/err3") closing progress lines)" \
     bash -c "[ \$(grep -c 'step 200/200' '$T/err3') = 1 ] && grep -q '2 processes, batches of 256' '$T/err3'"
+
+# the point-process kind: its loss is a mean over events, so processes combine by event counts
+nfrun tpp import "$ROOT/tests/data/tpp/hawkes1.npy" -o h.h5 >/dev/null 2>&1
+TPP=(--steps 60 --batch 32 --hidden 16 --components 8 --threads 1 --quiet)
+nfrun tpp fit h.h5 "${TPP[@]}" -o tpp1.h5 2>"$T/errt1"
+mpi 2 "$NF" tpp fit h.h5 "${TPP[@]}" -o tpp2.h5 2>"$T/errt2"
+d=$(reldiff tpp1.h5 tpp2.h5)
+check "mpirun -np 2 nf tpp fit = one process (relative difference $d <= $tol; $(head -c 200 "$T/errt2"))" below "$d" "$tol"
+OMPI_COMM_WORLD_SIZE=2 nfrun tpp eval tpp1.h5 h.h5 >"$T/out" 2>"$T/err"
+check "nf tpp eval as 2 processes: refused (exit $?)" grep -q 'runs in one process' "$T/err"
 
 # ---- a killed run resumes ----------------------------------------------------------------------
 LONG=(--flow maf --layers 2 --hidden 16 --steps 800 --batch 256 --eval-every 100 --checkpoint-every 20 --threads 1
