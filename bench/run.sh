@@ -10,6 +10,9 @@
 #   jacobi   43-D MAF: sequential against Jacobi inversion
 #   quality  test kl_gap after the same number of steps for nf fit and the reference, NSF config
 #   memory   peak resident memory of nf fit on a 1,000,000 x 8 float32 file
+#   tpp      point processes: nf tpp fit against bench/tpp_torch.py, steps/s side by side (bench/tpp_speed.sh;
+#            its table is printed, the JSON lines go to bench/out/tpp_speed.jsonl; the point-process
+#            targets, bench/tpp_targets.sh, take hours and run separately)
 # then bench/report.py writes bench/RESULTS.md and prints one line per comparison.
 #
 # Knobs (environment):
@@ -276,6 +279,16 @@ EOF
         cat "$tv" >> "$ERR"
         echo "{\"impl\": \"nf\", \"bench\": \"memory\", \"error\": \"nf fit failed: $(grep -m1 '^nf' "$tv" | tr -d '"')\"}" >> "$OUT/memory.jsonl"
     fi
+fi
+
+# ---- point processes: training steps/s against the PyTorch reference ------------------------------------
+if ! skip tpp; then
+    say "tpp: nf tpp fit against bench/tpp_torch.py (threads: $NF_THREADS)"
+    tpp_env="NF=$NF TPP_THREADS=\"$NF_THREADS\" TPP_ROUNDS=$(( QUICK ? 1 : 3 )) TPP_STEPS=$(( QUICK ? 2 : 8 ))"
+    printf '%s\n' "$tpp_env bash bench/tpp_speed.sh" >> "$CMDS"
+    NF=$NF TPP_THREADS="$NF_THREADS" TPP_ROUNDS=$(( QUICK ? 1 : 3 )) TPP_STEPS=$(( QUICK ? 2 : 8 )) \
+        TPP_OUT="$OUT/tpp_speed.jsonl" bash bench/tpp_speed.sh 2>> "$ERR" | tee "$OUT/tpp_speed.txt" >&2 ||
+        say "tpp speed failed (see $ERR)"
 fi
 
 phase_done

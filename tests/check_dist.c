@@ -893,6 +893,122 @@ START_TEST(test_options_and_errors)
 }
 END_TEST
 
+/* ---- gmm with D = 1 and a context (the point-process decoder): the vectorised rows, the blocks of
+ * Theta = 1 b^T + Ctx W^T, and the Theta that backward reuses from log_prob ---- */
+
+#define G1N 20011 /* more than two blocks of rows (8738 for k=5, D=1) */
+#define G1C 3
+
+/* backward of sum_i w_i log p(z_i | ctx_i) from zero: P->grad into g (P->n), dz (n), dctx (n, C) */
+static void gmm1_grads(fixture *f, const nf_real *z, const nf_real *ctx, const nf_real *w, int n, nf_real *g,
+                       nf_real *dz, nf_real *dctx)
+{
+    memset(f->P->grad, 0, f->P->n * sizeof(nf_real));
+    memset(dz, 0, (size_t)n * sizeof(nf_real));
+    memset(dctx, 0, (size_t)n * G1C * sizeof(nf_real));
+    ck_assert_int_eq(f->d.type->backward(&f->d, dz, dctx, w, z, ctx, NULL, n), NF_OK);
+    memcpy(g, f->P->grad, f->P->n * sizeof(nf_real));
+}
+
+#ifdef NF_DOUBLE
+static double gmm1_loss(fixture *f, const nf_real *z, const nf_real *ctx, const nf_real *w, nf_real *lp, int n)
+{
+    ck_assert_int_eq(f->d.type->log_prob(&f->d, lp, z, ctx, NULL, n), NF_OK);
+    double L = 0;
+    for (int i = 0; i < n; i++) L += (double)w[i] * lp[i];
+    return L;
+}
+#endif
+
+START_TEST(test_gmm_rows_1d)
+{
+    static const dist_case c = {"gmm", "k=5, spread=0.8, context=linear", G1C};
+    fixture f;
+    fixture_make(&f, &c, 1, 29);
+    const int n = G1N;
+    nf_real *z = malloc(n * sizeof *z), *ctx = malloc((size_t)n * G1C * sizeof *ctx), *lp = malloc(n * sizeof *lp);
+    nf_real *ctx2 = malloc((size_t)n * G1C * sizeof *ctx2), *w = malloc(n * sizeof *w);
+    nf_real *dz = malloc(n * sizeof *dz), *dctx = malloc((size_t)n * G1C * sizeof *dctx);
+    nf_real *dz2 = malloc(n * sizeof *dz2), *dctx2 = malloc((size_t)n * G1C * sizeof *dctx2);
+    nf_real *g = malloc(f.P->n * sizeof *g), *g2 = malloc(f.P->n * sizeof *g2);
+    nf_rng *r = nf_rng_alloc(31, 0);
+    for (int i = 0; i < n; i++) {
+        z[i] = (nf_real)(1.3 * nf_rng_normal(r));
+        w[i] = (nf_real)(nf_rng_uniform(r) - 0.3);
+        for (int j = 0; j < G1C; j++) {
+            ctx[(size_t)i * G1C + j] = (nf_real)(0.9 * nf_rng_normal(r));
+            ctx2[(size_t)i * G1C + j] = (nf_real)(0.9 * nf_rng_normal(r));
+        }
+    }
+    /* values in every block against the mixture recomputed from the slices (GSL densities) */
+    ck_assert_int_eq(f.d.type->log_prob(&f.d, lp, z, ctx, NULL, n), NF_OK);
+    for (int i = 0; i < n; i += 53) {
+        ref_model m;
+        ref_params(&f, ctx + (size_t)i * G1C, &m);
+        double ref = ref_value(&m, z + i, 1, 0);
+        ck_assert_msg(relerr(lp[i], ref, 1) < TOL_VALUE, "row %d: log p %.12g, reference %.12g", i, (double)lp[i], ref);
+    }
+    /* backward right after log_prob (Theta reused) equals backward after a log_prob of other
+     * contexts (Theta recomputed), bit for bit */
+    ck_assert_int_eq(f.d.type->log_prob(&f.d, lp, z, ctx2, NULL, n), NF_OK);
+    gmm1_grads(&f, z, ctx, w, n, g2, dz2, dctx2);
+    ck_assert_int_eq(f.d.type->log_prob(&f.d, lp, z, ctx, NULL, n), NF_OK);
+    gmm1_grads(&f, z, ctx, w, n, g, dz, dctx);
+    ck_assert_msg(!memcmp(g, g2, f.P->n * sizeof *g) && !memcmp(dz, dz2, n * sizeof *dz) &&
+                      !memcmp(dctx, dctx2, (size_t)n * G1C * sizeof *dctx),
+                  "backward differs with and without the Theta of log_prob");
+    /* a parameter or a context changed between log_prob and backward: backward sees the change */
+    const nf_param_slice *W = nf_params_find(f.P, "base.context.W");
+    ck_assert_ptr_nonnull(W);
+    for (int what = 0; what < 2; what++) {
+        ck_assert_int_eq(f.d.type->log_prob(&f.d, lp, z, ctx, NULL, n), NF_OK);
+        if (what == 0) f.P->value[W->offset + 4] += (nf_real)0.173;
+        else ctx[(size_t)(n - 2) * G1C + 1] += (nf_real)0.291;
+        gmm1_grads(&f, z, ctx, w, n, g, dz, dctx);
+        ck_assert_int_eq(f.d.type->log_prob(&f.d, lp, z, ctx2, NULL, n), NF_OK);
+        gmm1_grads(&f, z, ctx, w, n, g2, dz2, dctx2);
+        ck_assert_msg(!memcmp(g, g2, f.P->n * sizeof *g) && !memcmp(dz, dz2, n * sizeof *dz) &&
+                          !memcmp(dctx, dctx2, (size_t)n * G1C * sizeof *dctx),
+                      "backward used a stale Theta after a change of %s", what ? "context" : "parameter");
+    }
+#ifdef NF_DOUBLE
+    /* finite differences of sum_i w_i log p_i over all rows: every parameter, and the latent and
+     * context of rows in each block */
+    gmm1_grads(&f, z, ctx, w, n, g, dz, dctx);
+    const double h = 1e-5;
+    for (size_t q = 0; q < f.P->n; q++) {
+        const nf_real v = f.P->value[q];
+        f.P->value[q] = v + h;
+        double lp1 = gmm1_loss(&f, z, ctx, w, lp, n);
+        f.P->value[q] = v - h;
+        double lm1 = gmm1_loss(&f, z, ctx, w, lp, n);
+        f.P->value[q] = v;
+        double fd = (lp1 - lm1) / (2 * h);
+        ck_assert_msg(relerr(g[q], fd, 1e-3) < 1e-6, "d/dparam[%zu] = %.10g, finite difference %.10g", q, g[q], fd);
+    }
+    const int rows[] = {0, 8737, 8738, 17477, n - 1};
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        for (int j = -1; j < G1C; j++) {
+            nf_real *x = j < 0 ? z + rows[k] : ctx + (size_t)rows[k] * G1C + j;
+            const double an = j < 0 ? dz[rows[k]] : dctx[(size_t)rows[k] * G1C + j];
+            const nf_real v = *x, *zi = z + rows[k], *ci = ctx + (size_t)rows[k] * G1C, *wi = w + rows[k];
+            *x = v + h; /* only row rows[k] depends on x: its own term, from a one-row call */
+            double lp1 = gmm1_loss(&f, zi, ci, wi, lp, 1);
+            *x = v - h;
+            double lm1 = gmm1_loss(&f, zi, ci, wi, lp, 1);
+            *x = v;
+            double fd = (lp1 - lm1) / (2 * h);
+            ck_assert_msg(relerr(an, fd, 1e-3) < 1e-6, "row %d, %s %d: %.10g, finite difference %.10g", rows[k],
+                          j < 0 ? "latent" : "context", j, an, fd);
+        }
+    }
+#endif
+    free(z), free(ctx), free(ctx2), free(lp), free(w), free(dz), free(dctx), free(dz2), free(dctx2), free(g), free(g2);
+    nf_rng_free(r);
+    fixture_free(&f);
+}
+END_TEST
+
 static Suite *dist_suite(void)
 {
     Suite *s = suite_create("dist");
@@ -912,6 +1028,7 @@ static Suite *dist_suite(void)
     tcase_add_test(tc, test_sampler_2d);
     tcase_add_test(tc, test_sampler_per_row_context);
     tcase_add_test(tc, test_options_and_errors);
+    tcase_add_test(tc, test_gmm_rows_1d);
     suite_add_tcase(s, tc);
     return s;
 }

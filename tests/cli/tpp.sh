@@ -43,7 +43,7 @@ rc=$?
 check "nf eval of a tpp model names the kind and nf tpp" bash -c "[ $rc != 0 ] && grep -q 'tpp' '$T/err'"
 
 # ---- stop and resume ---------------------------------------------------------------------------
-"$NF" tpp fit pois.h5 "${FIT[@]}" --steps 2000 -o r.h5 2>"$T/bg.err" &
+"$NF" tpp fit pois.h5 "${FIT[@]}" --steps 2000 --patience 0 -o r.h5 2>"$T/bg.err" &
 pid=$!
 BG_PIDS="$BG_PIDS $pid"
 sleep 0.6
@@ -55,7 +55,7 @@ if [ "$st" = 0 ]; then
 else
     check "SIGTERM stops tpp fit with exit 130 (got $st)" test "$st" = 130
     nfrun tpp fit --resume r.h5 --threads 1 --quiet 2>"$T/err"
-    nfrun tpp fit pois.h5 "${FIT[@]}" --steps 2000 -o ref.h5 2>/dev/null
+    nfrun tpp fit pois.h5 "${FIT[@]}" --steps 2000 --patience 0 -o ref.h5 2>/dev/null
     e1=$(nfrun tpp eval r.h5 pois.h5 --json 2>&1)
     e2=$(nfrun tpp eval ref.h5 pois.h5 --json 2>&1)
     check "the resumed fit ends with the uninterrupted model" bash -c "[ -n '$e1' ] && [ '$e1' = '$e2' ]"
