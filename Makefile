@@ -47,6 +47,11 @@ CFLAGS  ?=
 CFLAGS  += -fno-math-errno
 CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wpedantic -fopenmp -fPIC -g $(OPT) $(DEFS) \
            -I. $(PKG_CFLAGS)
+# clang 14 writes DWARF 5 by default, which valgrind 3.19 (Debian 12) cannot read ("unhandled dwarf2
+# abbrev form code 0x25", and `valgrind nf` fails): clang builds write DWARF 4.
+ifneq ($(findstring clang,$(CC_NAME)),)
+  CFLAGS += -gdwarf-4
+endif
 LDLIBS  := $(PKG_LIBS) -fopenmp -lm
 LDFLAGS += $(filter -fsanitize%,$(OPT))
 

@@ -8,7 +8,7 @@ echo "== making the checkerboard data (train 100000, test 20000 points)"
 "$NF" data make checkerboard -n 100000 --seed 1 -o demo/train.h5
 "$NF" data make checkerboard -n 20000 --seed 2 -o demo/test.h5
 echo "== fitting the default flow (nsf-coupling); progress below"
-"$NF" fit demo/train.h5 -o demo/model.h5 ${NF_DEMO_FIT_ARGS:-}
+"$NF" fit demo/train.h5 -o demo/model.h5 --force ${NF_DEMO_FIT_ARGS:-}  # demo/ is the demo's own: a second make demo starts over
 echo "== evaluating on the held-out test set"
 "$NF" eval demo/model.h5 demo/test.h5
 "$NF" sample demo/model.h5 -n 20000 --seed 3 -o demo/samples.h5

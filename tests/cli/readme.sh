@@ -13,7 +13,7 @@ awk '/^## Using nf/ {on = 1; next} /^## / {on = 0} on && /^    [^ ]/ {sub(/^    
 first=$(head -1 block.sh)
 check "the block starts by putting build/float (the default build's nf) on the PATH ($first)" \
     test "$first" = 'export PATH="$PWD/build/float:$PATH"'
-b=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u NF_DOUBLE -u SANITIZE make -C "$ROOT" -pn compile 2>/dev/null |
+b=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u NF_DOUBLE -u SANITIZE -u CC make -C "$ROOT" -pn compile 2>/dev/null |
     awk '$1 == "B" && $2 == ":=" {print $3; exit}')
 check "a plain make builds into build/float, so nf is build/float/nf (B := $b)" test "$b" = build/float
 tail -n +2 block.sh >commands.sh

@@ -48,7 +48,9 @@ check "a 5-D target: fit and a pair plot against its exact samples ($(head -c 20
 "$NF" fit "${FIT[@]}" -o r.h5 --quiet 2>"$T/bg.err" &
 pid=$!
 BG_PIDS="$BG_PIDS $pid"
-sleep 0.25
+# the first checkpoint (step 20) says the run is training, its signal handler installed: a fixed
+# sleep could signal a process still starting on a loaded machine
+for _ in $(seq 1 400); do [ -f r.h5 ] && break; sleep 0.025; done
 kill -TERM "$pid" 2>/dev/null
 wait_bg "$pid" 20
 st=$?
