@@ -153,6 +153,8 @@ static const struct {
     int (*make)(int argc, char **argv);
 } make_families[] = {
     {"tpp-", app_data_make_tpp},
+    {"causal-", app_data_make_causal},
+    {"dependent-", app_data_make_dependent},
     {NULL, NULL},
 };
 

@@ -10,6 +10,7 @@
 #include "core/h5.h"
 #include "datasets/names.h"
 #include "distributions/target.h"
+#include "training/model_dependent.h"
 #include "training/model_file.h"
 
 static const char *const EVAL_HELP =
@@ -27,6 +28,9 @@ static const char *const EVAL_HELP =
     "  --dataset PATH    dataset holding the samples      [/x]\n"
     "  --batch N         samples per evaluation batch     [4096]\n"
     "  --threads N       threads                          [all cores]\n"
+    "  --joint           a model fit with nf fit --dependence, DATA.h5 its training rows: also the joint\n"
+    "                    log-likelihood of the rows under the learned dependence (structure read from\n"
+    "                    where the fit read it), next to the i.i.d. sum of their marginal log-densities\n"
     "\n"
     "A variational model (nf fit --target) is evaluated without data, from draws x ~ q of the flow:\n"
     "the ELBO mean(log p~(x) - log q(x)), log Z estimated by importance sampling, the true log Z and\n"
@@ -53,7 +57,7 @@ static const char *const LOGPROB_HELP =
 
 typedef struct eval_args {
     const char *model, *data, *out, *dataset;
-    int json, threads;
+    int json, threads, joint;
     long batch, draws, seed;
 } eval_args;
 
@@ -67,6 +71,7 @@ static int parse(const char *cmd, const char *help, int argc, char **argv, eval_
     a->seed = 1;
     const flag_spec eval_flags[] = {
         {.name = "--json", .kind = FLAG_BOOL, .dst = &a->json},
+        {.name = "--joint", .kind = FLAG_BOOL, .dst = &a->joint},
         {.name = "--draws", .kind = FLAG_LONG, .dst = &a->draws, .lo = 2, .hi = 1L << 32},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &a->seed, .lo = 0, .hi = 1L << 53},
         {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
@@ -169,6 +174,30 @@ static int compute(const eval_args *a, nf_flow **flow, app_data *d, nf_real **lo
     return rc;
 }
 
+/* --joint: the joint log-likelihood of DATA.h5's rows under a dependent model's structure, and the
+ * i.i.d. sum of their marginal log-densities. */
+static int eval_joint(const eval_args *a, double *joint, double *iid)
+{
+    nf_model *m = NULL;
+    nf_source *src = NULL;
+    nf_dep_source s;
+    nf_dep *dep;
+    NF_TRY(nf_model_open(a->model, &m, NULL));
+    int rc = m->type == &nf_model_dependent
+                 ? NF_OK
+                 : nf_error(NF_EINVAL, "%s: --joint is for a model fit with nf fit --dependence (this one is '%s')",
+                            a->model, m->type->kind);
+    if (rc == NF_OK) rc = nf_model_dependent_source(m, &s);
+    if (rc == NF_OK) rc = nf_source_rows_load(&src, a->data, a->dataset, (size_t)m->flow->dim, (size_t)m->ctx_dim, m->ctx_dim > 0);
+    if (rc == NF_OK) rc = nf_dep_load(&dep, &s, src->n);
+    if (rc == NF_OK) rc = nf_model_dependent_attach(m, dep);
+    if (rc == NF_OK) rc = nf_model_dependent_joint(m, src, joint, iid);
+    if (rc != NF_OK) nf_error_context(rc, "--joint");
+    nf_source_free(src);
+    nf_model_free(m);
+    return rc;
+}
+
 /* A variational model without data: how well q matches its target, from fresh draws of q. */
 static int eval_variational(const eval_args *a)
 {
@@ -232,7 +261,9 @@ int nf_cmd_eval(int argc, char **argv)
     enum { MAX_GROUPS = 20 };
     ctx_group groups[MAX_GROUPS];
     size_t ng = 0;
-    if (compute(&a, &flow, &d, &logp, &mean, &se) != NF_OK || eval_names(&a, &d, &nm) != NF_OK) {
+    double joint = NAN, joint_iid = NAN;
+    if (compute(&a, &flow, &d, &logp, &mean, &se) != NF_OK || eval_names(&a, &d, &nm) != NF_OK ||
+        (a.joint && eval_joint(&a, &joint, &joint_iid) != NF_OK)) {
         status = cli_fail("eval");
     } else {
         if (d.c && d.ctx) ng = group_contexts(&d, logp, groups, MAX_GROUPS);
@@ -258,6 +289,11 @@ int nf_cmd_eval(int argc, char **argv)
             if (d.logp_true) {
                 json_num("true_mean_log_prob", true_mean);
                 json_num("kl_gap", gap);
+            }
+            if (a.joint) {
+                json_num("joint_log_prob", joint);
+                json_num("joint_per_row", joint / d.n);
+                json_num("iid_log_prob", joint_iid);
             }
             if (nm.columns) {
                 printf(", \"columns\": [");
@@ -294,6 +330,9 @@ int nf_cmd_eval(int argc, char **argv)
                 printf("true log-lik.   %.5f nats\n", true_mean);
                 printf("KL gap          %.5f +- %.5f nats (true - model; 0 is perfect)\n", gap, gap_se);
             }
+            if (a.joint)
+                printf("joint log-lik.  %.5f nats per row under the learned dependence (%.3f in all; the rows\n"
+                       "                as independent: %.5f per row)\n", joint / d.n, joint, joint_iid / d.n);
             for (size_t k = 0; k < ng; k++) {
                 char label[512];
                 const ctx_group *g = &groups[k];

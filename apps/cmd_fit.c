@@ -21,6 +21,7 @@
 #include "core/rng.h"
 #include "datasets/names.h"
 #include "distributions/target.h"
+#include "training/model_dependent.h"
 #include "training/model_file.h"
 
 /* Early stopping when fitting data with a validation set and no --patience: at 50 validations,
@@ -84,6 +85,17 @@ static const char *const FIT_HELP =
     "  --force               replace an existing MODEL.h5 (without it, nf fit refuses to start over a\n"
     "                        file that exists, so a new run never loses an earlier model; with it the\n"
     "                        old file is replaced at the first checkpoint)\n";
+/* The flags for dependent rows (nf fit --dependence), in a literal of their own (the 4095 characters). */
+static const char *const FIT_HELP_DEP =
+    "dependent rows (latents correlated across rows; give --val FILE, an i.i.d. set, or --val-frac 0):\n"
+    "  --dependence KIND     equi (a group id per row: block equicorrelation rho) or kinship (a known\n"
+    "                        relationship matrix K: Sigma = lambda I + (1 - lambda) K)\n"
+    "  --groups PATH         equi: dataset of DATA.h5 with the rows' group ids        [/group]\n"
+    "  --rho R               equi: starting rho, learned                              [0.5]\n"
+    "  --per-block-rho       equi: one rho per group instead of one shared\n"
+    "  --kinship FILE        kinship: HDF5 file with /K (n x n, or /K/row, /K/col, /K/value triplets)\n"
+    "  --lambda L            kinship: lambda, held fixed                              [0.5]\n"
+    "  --learn-lambda        kinship: learn lambda (starting at --lambda)\n";
 /* The rest of the help: one literal of it all would pass the 4095 characters C99 promises. */
 static const char *const FIT_HELP_END =
     "\n"
@@ -96,7 +108,8 @@ static const char *const FIT_HELP_END =
     "  nf fit train.h5 -o model.h5\n"
     "  nf fit train.h5 --flow maf --layers 5 --hidden 256 --steps 20000 -o maf.h5\n"
     "  nf fit --target u2 --steps 3000 -o q.h5      # variational fit; nf plot q.h5 draws both\n"
-    "  nf fit --resume model.h5          # continue a stopped or killed run\n";
+    "  nf fit --resume model.h5          # continue a stopped or killed run\n"
+    "  nf fit dep.h5 --dependence equi --groups /group --val iid.h5 -o dep_model.h5\n";
 
 /* What the model builders fill in; the training run itself is apps/train_run.c's. */
 typedef struct fit_ctx {
@@ -114,6 +127,9 @@ typedef struct fit_args {
     nf_train_config cfg;
     const char *optimizer, *schedule;
     int steps_set, patience_set;
+    const char *dependence, *groups, *kinship;   /* --dependence equi|kinship */
+    double rho, lambda;
+    int per_block, learn_lambda, val_frac_set, dep_flag_set;
 } fit_args;
 
 static int parse_args(int argc, char **argv, fit_args *a)
@@ -132,6 +148,9 @@ static int parse_args(int argc, char **argv, fit_args *a)
     a->optimizer = "adam";
     a->schedule = "cosine";
     a->eval_draws = 2048;
+    a->groups = "/group";
+    a->rho = 0.5;
+    a->lambda = 0.5;
     double lr = 1e-3, wd = 0, warm = 0;
     long seed = 1;
     int no_standardize = 0;
@@ -162,7 +181,14 @@ static int parse_args(int argc, char **argv, fit_args *a)
         {.name = "--weight-decay", .kind = FLAG_DOUBLE, .dst = &wd, .lo = 0, .hi = 10},
         {.name = "--warmup", .kind = FLAG_DOUBLE, .dst = &warm, .lo = 0, .hi = 1e12},
         {.name = "--clip", .kind = FLAG_DOUBLE, .dst = &a->cfg.clip, .lo = 0, .hi = 1e12},
-        {.name = "--val-frac", .kind = FLAG_DOUBLE, .dst = &a->val_frac, .lo = 0, .hi = 0.9},
+        {.name = "--val-frac", .kind = FLAG_DOUBLE, .dst = &a->val_frac, .lo = 0, .hi = 0.9, .seen = &a->val_frac_set},
+        {.name = "--dependence", .kind = FLAG_STRING, .dst = &a->dependence},
+        {.name = "--groups", .kind = FLAG_STRING, .dst = &a->groups, .seen = &a->dep_flag_set},
+        {.name = "--kinship", .kind = FLAG_STRING, .dst = &a->kinship, .seen = &a->dep_flag_set},
+        {.name = "--rho", .kind = FLAG_DOUBLE, .dst = &a->rho, .lo = 1e-6, .hi = 1 - 1e-6, .seen = &a->dep_flag_set},
+        {.name = "--lambda", .kind = FLAG_DOUBLE, .dst = &a->lambda, .lo = 1e-6, .hi = 1 - 1e-6, .seen = &a->dep_flag_set},
+        {.name = "--per-block-rho", .kind = FLAG_BOOL, .dst = &a->per_block, .seen = &a->dep_flag_set},
+        {.name = "--learn-lambda", .kind = FLAG_BOOL, .dst = &a->learn_lambda, .seen = &a->dep_flag_set},
         {.name = "--time", .kind = FLAG_DOUBLE, .dst = &a->cfg.max_seconds, .lo = 0, .hi = 1e9},
         {.name = "--steps", .kind = FLAG_LONG, .dst = &a->cfg.max_steps, .lo = 0, .hi = 1L << 40, .seen = &a->steps_set},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
@@ -175,7 +201,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
     const char *pos[2];
     int npos = 0;
     static char help[8192];
-    snprintf(help, sizeof help, "%s%s", FIT_HELP, FIT_HELP_END);
+    snprintf(help, sizeof help, "%s%s%s", FIT_HELP, FIT_HELP_DEP, FIT_HELP_END);
     const flags_cmd fc = {.cmd = cmd, .help = help, .flags = flags, .max_pos = 2};
     int rc = flags_parse(&fc, argc, argv, pos, &npos);
     if (rc != FLAGS_OK) return rc == FLAGS_HELP ? -1 : 2;
@@ -196,6 +222,20 @@ static int parse_args(int argc, char **argv, fit_args *a)
     if (!a->data && !a->target)
         return cli_usage_error(cmd, "no data file given (expected: nf fit DATA.h5 -o MODEL.h5, or --target NAME)");
     if (!a->out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
+    if (a->dep_flag_set && !a->dependence)
+        return cli_usage_error(cmd, "--groups/--kinship/--rho/--lambda/--per-block-rho/--learn-lambda need --dependence");
+    if (a->dependence) {
+        int equi = !strcmp(a->dependence, "equi");
+        if (!equi && strcmp(a->dependence, "kinship"))
+            return cli_usage_error(cmd, "--dependence '%s' (expected equi or kinship)", a->dependence);
+        if (!a->data) return cli_usage_error(cmd, "--dependence is for fitting data (expected DATA.h5)");
+        if (equi && (a->kinship || a->learn_lambda))
+            return cli_usage_error(cmd, "--kinship and --learn-lambda go with --dependence kinship");
+        if (!equi && !a->kinship) return cli_usage_error(cmd, "--dependence kinship needs --kinship FILE");
+        if (!a->val && (!a->val_frac_set || a->val_frac > 0))
+            return cli_usage_error(cmd, "--dependence trains on every row of %s, in its order: validate on an "
+                                        "i.i.d. file with --val FILE (or give --val-frac 0)", a->data);
+    }
     if (nf_optim_parse(a->optimizer, &a->cfg.optim.type)) return cli_usage_error(cmd, "--optimizer: %s", nf_strerror_last());
     nf_train_config defaults;
     nf_train_config_init(&defaults);
@@ -260,6 +300,45 @@ static int build_density(const char *cmd, fit_args *a, fit_ctx *ctx, const nf_so
     rc = nf_model_density_create(model, full, train->dim, train->ctx_dim, a->cfg.seed);
     if (rc != NF_OK) return nf_error_context(rc, "--flow");
     return (*model)->type->init_data(*model, train);
+}
+
+/* A dependent model (--dependence): the structure for the training rows, then the flow as in
+ * build_density on a dependent base. */
+static int load_structure(const nf_dep_source *s, const nf_source *train, nf_dep **dep)
+{
+    int rc = nf_dep_load(dep, s, train->n);
+    if (rc != NF_OK) nf_error_context(rc, "--dependence %s", s->kind == NF_DEP_EQUI ? "equi" : "kinship");
+    return rc;
+}
+
+static int build_dependent(const char *cmd, fit_args *a, fit_ctx *ctx, const nf_source *train, nf_model **model,
+                           int *usage)
+{
+    nf_dep_source s = {.kind = strcmp(a->dependence, "equi") ? NF_DEP_KINSHIP : NF_DEP_EQUI,
+                       .per_block = a->per_block};
+    snprintf(s.path, sizeof s.path, "%s", s.kind == NF_DEP_EQUI ? a->data : a->kinship);
+    snprintf(s.dataset, sizeof s.dataset, "%s", s.kind == NF_DEP_EQUI ? a->groups : "/K");
+    char body[1 << 15], full[(1 << 15) + 32];
+    NF_TRY(flow_spec(cmd, a, ctx, body, sizeof body, usage));
+    snprintf(full, sizeof full, "%s%s", a->standardize ? "standardize, " : "", body);
+    nf_dep *dep;
+    NF_TRY(load_structure(&s, train, &dep));
+    double theta0 = s.kind == NF_DEP_EQUI ? a->rho : a->lambda;
+    int rc = nf_model_dependent_create(model, full, train->dim, train->ctx_dim, a->cfg.seed, dep, theta0,
+                                       s.kind == NF_DEP_EQUI || a->learn_lambda);
+    if (rc != NF_OK) return nf_error_context(rc, "--flow");
+    NF_TRY(nf_model_dependent_set_source(*model, &s));
+    return (*model)->type->init_data(*model, train);
+}
+
+/* A resumed dependent model: the structure again, from where the fit read it. */
+static int reattach_structure(nf_model *model, const nf_source *train)
+{
+    nf_dep_source s;
+    nf_dep *dep;
+    NF_TRY(nf_model_dependent_source(model, &s));
+    NF_TRY(load_structure(&s, train, &dep));
+    return nf_model_dependent_attach(model, dep);
 }
 
 /* A variational model for --target NAME or NAME(options). */
@@ -374,9 +453,16 @@ int nf_cmd_fit(int argc, char **argv)
                                      (size_t)train->ctx_dim)) != NF_OK)
             goto fail;
         ctx.meta.names = &names;
+        if (parts > 1 && (a.dependence || (model && model->type == &nf_model_dependent))) {
+            rc = nf_error(NF_EINVAL, "--dependence couples the rows of every batch: it trains in one process");
+            goto fail;
+        }
+        if (model && model->type == &nf_model_dependent && (rc = reattach_structure(model, train)) != NF_OK) goto fail;
     }
     if (!model) {
-        rc = a.target ? build_variational(cmd, &a, &ctx, &model, &usage) : build_density(cmd, &a, &ctx, train, &model, &usage);
+        rc = a.target       ? build_variational(cmd, &a, &ctx, &model, &usage)
+             : a.dependence ? build_dependent(cmd, &a, &ctx, train, &model, &usage)
+                            : build_density(cmd, &a, &ctx, train, &model, &usage);
         if (usage) {
             status = usage;
             goto out;

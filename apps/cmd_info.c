@@ -13,6 +13,7 @@
 #include "datasets/sequences.h"
 #include "datasets/source.h"
 #include "distributions/target.h"
+#include "training/model_dependent.h"
 #include "training/model_file.h"
 
 static const char *const INFO_HELP =
@@ -73,6 +74,29 @@ static void print_history(nf_h5 *f)
     free(sec);
 }
 
+/* A dependent model's structure and its rho / lambda (the first 8 when there is one per block). */
+static void print_dependence(const nf_model *m)
+{
+    nf_dep_kind kind;
+    size_t n;
+    int np, learned;
+    double th[8];
+    nf_dep_source src;
+    if (nf_model_dependent_describe(m, &kind, &n, &np, &learned, th, 8) != NF_OK) return;
+    int has_src = nf_model_dependent_source(m, &src) == NF_OK;
+    const char *name = kind == NF_DEP_EQUI ? "rho" : "lambda";
+    printf("dependence      %s over %zu rows", kind == NF_DEP_EQUI ? "block equicorrelation" : "kinship mixture", n);
+    if (has_src) printf(" (%s:%s)", src.path, src.dataset);
+    printf("; %s %s", learned ? "learned" : "fixed", name);
+    if (np == 1) printf(" %.4f\n", th[0]);
+    else {
+        printf(" per block (%d):", np);
+        for (int k = 0; k < np && k < 8; k++) printf(" %.3f", th[k]);
+        printf("%s\n", np > 8 ? " ..." : "");
+    }
+    nf_error_clear();
+}
+
 static int info_model(const char *path)
 {
     nf_model *model;
@@ -109,6 +133,7 @@ static int info_model(const char *path)
         if (isfinite(target->log_z)) printf("; log Z = %.6f", target->log_z);
         printf("\n");
     }
+    if (model->type == &nf_model_dependent) print_dependence(model);
     printf("parameters      %zu trainable, %zu state values\n", model->P->n, model->S->n);
     if (meta.data_path[0]) {
         printf("data            %s:%s (%ld training samples", meta.data_path, meta.data_dataset, meta.n_train);

@@ -16,12 +16,15 @@ int nf_cmd_sample(int argc, char **argv);
 int nf_cmd_info(int argc, char **argv);
 int nf_cmd_plot(int argc, char **argv);
 int nf_cmd_tpp(int argc, char **argv);
+int nf_cmd_causal(int argc, char **argv);
 
 /* Event-sequence data (apps/data_tpp.c).  nf data make tpp-NAME (argv[0] "make", argv[1] the name);
  * its lines of nf data make --list; the importer behind nf tpp import and nf data import --sequences
  * (cmd names the command in messages; argv[0] is its name); whether a file is an nf-sequences file;
  * nf data split of one into path[0..2] (train, val, test), the arguments already checked. */
 int app_data_make_tpp(int argc, char **argv);
+int app_data_make_causal(int argc, char **argv);   /* apps/data_make_causal.c */
+int app_data_make_dependent(int argc, char **argv); /* apps/data_make_dependent.c */
 void app_data_list_tpp(void);
 int app_tpp_import(const char *cmd, int argc, char **argv);
 int app_is_sequences_file(const char *path);

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"info", nf_cmd_info, "show what a model file holds"},
     {"plot", nf_cmd_plot, "pictures: data, density and samples; pair plots; training history"},
     {"tpp", nf_cmd_tpp, "temporal point processes: import event sequences, fit, evaluate"},
+    {"causal", nf_cmd_causal, "interventional densities of potential outcomes: import, fit, density, sample, eval"},
     {NULL, NULL, NULL},
 };
 

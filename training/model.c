@@ -7,7 +7,10 @@
 #include <string.h>
 
 extern const nf_model_type nf_model_tpp; /* training/model_tpp.h */
-const nf_model_type *const nf_model_types[] = {&nf_model_density, &nf_model_variational, &nf_model_tpp, NULL};
+extern const nf_model_type nf_model_dependent; /* training/model_dependent.h */
+extern const nf_model_type nf_model_causal;    /* training/model_causal.h */
+const nf_model_type *const nf_model_types[] = {&nf_model_density, &nf_model_variational, &nf_model_tpp,
+                                               &nf_model_dependent, &nf_model_causal, NULL};
 
 enum { MAX_REGISTERED = 16 };
 static const nf_model_type *registered[MAX_REGISTERED];

@@ -1,0 +1,658 @@
+/* apps/cmd_causal.c - nf causal: interventional densities of potential outcomes (import, fit,
+ * density, sample, eval, plot) over the library's causal data (datasets/causal.h), the "causal"
+ * model kind (training/model_causal.h) and the one trainer; progress, checkpoints and --resume
+ * as nf tpp fit (apps/train_run.h). */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/commands.h"
+#include "apps/datafile.h"
+#include "apps/flags.h"
+#include "apps/train_run.h"
+#include "core/h5.h"
+#include "core/import.h"
+#include "datasets/causal.h"
+#include "plot/plot.h"
+#include "training/model_causal.h"
+
+static const char *const CAUSAL_HELP =
+    "usage: nf causal import|fit|density|sample|eval|plot ...   (nf causal SUBCOMMAND --help)\n"
+    "\n"
+    "The distribution of an outcome under each treatment, p(Y[a] = y) = E_X p(y | X, A = a), from\n"
+    "observational data (covariates X, a binary treatment A, an outcome Y) by interventional\n"
+    "normalizing flows (Melnychuk, Frauen and Feuerriegel, ICML 2023): a nuisance flow p(y | x, a) with\n"
+    "a propensity model, then one target flow per arm with a one-step bias correction, so the estimate\n"
+    "stays right when either the outcome or the propensity model is good.  1-D outcomes.\n"
+    "\n"
+    "  import   a CSV with named (or numbered) treatment and outcome columns into a causal data file\n"
+    "  fit      both stages on a causal data file (checkpoints, --resume)\n"
+    "  density  the estimated interventional density of an arm on a grid\n"
+    "  sample   draws of an arm's potential outcome\n"
+    "  eval     held-out log-density of the potential outcomes per arm, arm means, gaps to the truth,\n"
+    "           for the model and its two ablations (plug-in, no bias correction)\n"
+    "  plot     estimated against true interventional densities per arm\n"
+    "\n"
+    "example:\n"
+    "  nf data make causal-poly --shift 3 -o poly.h5\n"
+    "  nf causal fit poly.h5 -o model.h5\n"
+    "  nf data make causal-poly --shift 3 --seed 2 -o test.h5\n"
+    "  nf causal eval model.h5 test.h5\n";
+
+static const char *const IMPORT_HELP =
+    "usage: nf causal import FILE.csv -o DATA.h5 --treatment COL --outcome COL [--covariates LIST]\n"
+    "                        [--counterfactual COL] [--drop LIST]\n"
+    "\n"
+    "Units from a CSV (or NPY) into a causal data file (docs/FORMATS.md, nf-causal).  Columns are\n"
+    "named by their header or by 0-based index; LIST is comma-separated and may hold ranges (5-29).\n"
+    "The treatment column must hold 0 and 1 only, both present.  A counterfactual column (the other\n"
+    "arm's outcome, as in semi-synthetic benchmarks such as IHDP) keeps both potential outcomes for\n"
+    "nf causal eval.\n"
+    "\n"
+    "  -o FILE              output file (written atomically)\n"
+    "  --treatment COL      the treatment column, 0/1\n"
+    "  --outcome COL        the observed outcome\n"
+    "  --counterfactual COL the outcome under the other treatment                [none]\n"
+    "  --covariates LIST    the covariate columns          [every other numeric column]\n"
+    "  --drop LIST          columns to leave out of the default covariates       [none]\n"
+    "\n"
+    "example (IHDP: treatment, y_factual, y_cfactual, mu0, mu1, x1..x25):\n"
+    "  nf causal import ihdp_npci_1.csv --treatment 0 --outcome 1 --counterfactual 2 \\\n"
+    "      --covariates 5-29 -o ihdp1.h5\n";
+
+static const char *const FIT_HELP =
+    "usage: nf causal fit DATA.h5 -o MODEL.h5 [--covariates /x --treatment /a --outcome /y] [options]\n"
+    "       nf causal fit --resume MODEL.h5 [--threads N] [--quiet]\n"
+    "\n"
+    "Fit both stages: the nuisance flow p(y | x, a) with the propensity (outcome NLL + alpha x the\n"
+    "propensity cross-entropy), then per arm a target flow on the grid cross-entropy with the bias\n"
+    "correction, and the no-correction ablation beside it.  Each stage runs --steps steps.  Progress\n"
+    "on stderr; the model (with a resumable checkpoint) goes to MODEL.h5.\n"
+    "\n"
+    "model:\n"
+    "  --repr N             width of the covariate representation R(x)        [16]\n"
+    "  --hidden N           width of the spline conditioner                   [32]\n"
+    "  --bins N             spline bins                                       [8]\n"
+    "  --grid K             grid points over the outcome range (stage 2)      [200]\n"
+    "  --noise S            training noise on R(x) and the outcome (0..1)     [0.05]\n"
+    "  --alpha A            weight of the propensity cross-entropy            [1]\n"
+    "  --prop-clip P        units with propensity below P left out of BC      [0.05]\n"
+    "  --ema D              moving-average decay of the target flows          [0.995]\n"
+    "training:\n"
+    "  --steps N            optimizer steps per stage                         [2000]\n"
+    "  --batch N            units per step                                    [64]\n"
+    "  --lr X               learning rate (Adam, cosine schedule per stage)   [5e-3]\n"
+    "  --clip X             gradient-norm clip; 0 = off                       [5]\n"
+    "  --val-frac F         units held out for validation                     [0.2]\n"
+    "  --eval-every N       validate every N steps                            [100]\n"
+    "  --patience N         stop a stage after N validations without gain     [0: never]\n"
+    "  --seed S             weights, split and batches                        [1]\n"
+    "  --threads N          threads                                           [all cores]\n"
+    "  --checkpoint-every N write the model file every N steps                [200]\n"
+    "  --quiet              no progress output\n"
+    "\n"
+    "example:\n"
+    "  nf causal fit poly.h5 --steps 1500 -o model.h5\n";
+
+static const char *const DENSITY_HELP =
+    "usage: nf causal density MODEL.h5 --arm 0|1 --grid LO:HI:N -o DENS.h5\n"
+    "\n"
+    "log p(Y[arm] = y) on N evenly spaced points from LO to HI: the target flow (/logp), the\n"
+    "no-correction ablation (/logp_nobc) and the plug-in (/logp_plugin); layout in docs/FORMATS.md.\n"
+    "\n"
+    "example:\n"
+    "  nf causal density model.h5 --arm 1 --grid -5:15:400 -o dens1.h5\n";
+
+static const char *const SAMPLE_HELP =
+    "usage: nf causal sample MODEL.h5 --arm 0|1 -n N -o S.h5 [--seed S]\n"
+    "\n"
+    "N draws of the potential outcome Y[arm] from the target flow (an nf-data file, /x (N, 1)).\n"
+    "\n"
+    "example:\n"
+    "  nf causal sample model.h5 --arm 1 -n 10000 -o y1.h5\n";
+
+static const char *const EVAL_HELP =
+    "usage: nf causal eval MODEL.h5 DATA.h5 [--json]\n"
+    "\n"
+    "Per arm: the mean log-density of the units' potential outcomes Y[a] (both stored in generated\n"
+    "or imported data with counterfactuals; else the observed outcomes of that arm's units) under the\n"
+    "target flow, the no-correction ablation and the plug-in; the true density's own mean and the gap\n"
+    "to it when the data know it (nf data make causal-*); and the error of each estimate's mean of\n"
+    "Y[a] against the true mean (or the units' mean of Y[a]).  DATA should be held out from training.\n"
+    "\n"
+    "  --json         one JSON object\n"
+    "\n"
+    "example:\n"
+    "  nf causal eval model.h5 test.h5 --json\n";
+
+static const char *const PLOT_HELP =
+    "usage: nf causal plot MODEL.h5 -o PLOT.png [--data DATA.h5] [--grid LO:HI:N]\n"
+    "\n"
+    "One panel per arm: the target flow's interventional density, the plug-in and the no-correction\n"
+    "ablation, with the true density when DATA.h5 is generated data (nf data make causal-*).\n"
+    "\n"
+    "example:\n"
+    "  nf causal plot model.h5 --data test.h5 -o densities.png\n";
+
+static int register_kind(void)
+{
+    if (nf_model_type_find("causal")) return NF_OK;
+    nf_error_clear();
+    return nf_model_type_register(&nf_model_causal);
+}
+
+static int open_model(const char *path, nf_model **m, nf_model_meta *meta)
+{
+    NF_TRY(register_kind());
+    NF_TRY(nf_model_open(path, m, meta));
+    if ((*m)->type != &nf_model_causal) {
+        int rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", path, (*m)->type->kind,
+                          (*m)->type->command);
+        nf_model_free(*m);
+        *m = NULL;
+        return rc;
+    }
+    return NF_OK;
+}
+
+/* ---- import ------------------------------------------------------------------------------------ */
+
+/* One column of the file (by name or index) into a malloc'd (n) array. */
+static int import_column(const char *path, const char *col, double **v, size_t *n, char *name, size_t name_size)
+{
+    nf_import_select sel = {.columns = col};
+    nf_table t = {0};
+    NF_TRY(nf_import_file_select(path, NULL, &sel, &t));
+    if (t.d != 1) {
+        nf_table_free(&t);
+        return nf_error(NF_EINVAL, "%s: '%s' names %zu columns (expected one)", path, col, t.d);
+    }
+    snprintf(name, name_size, "%s", t.names[0]);
+    *v = t.x, *n = t.n;
+    t.x = NULL;
+    nf_table_free(&t);
+    return NF_OK;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    const char *cmd = "causal import", *out = NULL, *treat = NULL, *outcome = NULL, *cf = NULL, *cov = NULL,
+               *drop = NULL, *pos[1];
+    const flag_spec flags[] = {
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
+        {.name = "--treatment", .kind = FLAG_STRING, .dst = &treat},
+        {.name = "--outcome", .kind = FLAG_STRING, .dst = &outcome},
+        {.name = "--counterfactual", .kind = FLAG_STRING, .dst = &cf},
+        {.name = "--covariates", .kind = FLAG_STRING, .dst = &cov},
+        {.name = "--drop", .kind = FLAG_STRING, .dst = &drop},
+        {0},
+    };
+    const flags_cmd fc = {.cmd = cmd, .help = IMPORT_HELP, .flags = flags, .max_pos = 1};
+    int urc = flags_parse(&fc, argc, argv, pos, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (!pos[0]) return cli_usage_error(cmd, "no input file given (expected: nf causal import FILE.csv -o DATA.h5)");
+    if (!out) return cli_usage_error(cmd, "no output file given (expected -o DATA.h5)");
+    if (!treat || !outcome) return cli_usage_error(cmd, "--treatment and --outcome are required");
+    if (app_check_output(out) != NF_OK || app_check_not_input(out, pos[0], "data file") != NF_OK) return cli_fail(cmd);
+    nf_causal_data d;
+    memset(&d, 0, sizeof d);
+    double *cfv = NULL;
+    char tname[256], yname[256], cname[256] = "";
+    size_t n, n2;
+    int rc = import_column(pos[0], treat, &d.a, &n, tname, sizeof tname);
+    if (rc == NF_OK) rc = import_column(pos[0], outcome, &d.y, &n2, yname, sizeof yname);
+    if (rc == NF_OK && cf) rc = import_column(pos[0], cf, &cfv, &n2, cname, sizeof cname);
+    /* covariates: as given, or every other numeric column */
+    char used[1024];
+    snprintf(used, sizeof used, "%s,%s%s%s%s%s", tname, yname, cf ? "," : "", cname, drop ? "," : "", drop ? drop : "");
+    nf_import_select sel = {.columns = cov, .drop = cov ? NULL : used};
+    nf_table t = {0};
+    if (rc == NF_OK) rc = nf_import_file_select(pos[0], NULL, &sel, &t);
+    if (rc == NF_OK && t.d == 0) rc = nf_error(NF_EDATA, "%s: no covariate columns left (expected at least one)", pos[0]);
+    if (rc == NF_OK) {
+        d.n = n, d.dx = (int)t.d, d.dy = 1;
+        d.x = t.x;
+        t.x = NULL;
+        rc = nf_causal_validate(&d, pos[0]);
+    }
+    if (rc == NF_OK && cfv) {
+        d.y0 = malloc(n * sizeof *d.y0);
+        d.y1 = malloc(n * sizeof *d.y1);
+        if (!d.y0 || !d.y1) rc = nf_error(NF_ENOMEM, "out of memory");
+        for (size_t i = 0; rc == NF_OK && i < n; i++) {
+            if (!isfinite(cfv[i]))
+                rc = nf_error(NF_EDATA, "%s: counterfactual of unit %zu is %g (expected a finite number)", pos[0], i,
+                              cfv[i]);
+            d.y0[i] = d.a[i] == 1 ? cfv[i] : d.y[i];
+            d.y1[i] = d.a[i] == 1 ? d.y[i] : cfv[i];
+        }
+    }
+    if (rc == NF_OK) rc = nf_causal_save(&d, out);
+    size_t treated = 0;
+    for (size_t i = 0; rc == NF_OK && i < n; i++) treated += d.a[i] == 1;
+    if (rc == NF_OK)
+        fprintf(stderr, "nf causal import: %zu units (%zu treated), %d covariates, treatment '%s', outcome '%s'%s%s; wrote %s\n",
+                n, treated, d.dx, tname, yname, cf ? ", counterfactual " : "", cname, out);
+    free(cfv);
+    nf_table_free(&t);
+    nf_causal_data_free(&d);
+    return rc == NF_OK ? 0 : cli_fail(cmd);
+}
+
+/* ---- fit --------------------------------------------------------------------------------------- */
+
+static int cmd_fit(int argc, char **argv)
+{
+    const char *cmd = "causal fit", *out = NULL, *resume = NULL, *pos[1];
+    const char *xds = "/x", *ads = "/a", *yds = "/y";
+    nf_causal_config mc;
+    nf_causal_config_init(&mc);
+    nf_train_config tc;
+    nf_train_config_init(&tc);
+    tc.max_steps = 2000;
+    tc.batch = 64;
+    tc.clip = 5;
+    tc.eval_every = 100;
+    tc.checkpoint_every = 200;
+    double lr = 5e-3, val_frac = 0.2, noise = 0.05;
+    long seed = 1;
+    int threads = 0, quiet = 0;
+    const flag_spec flags[] = {
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
+        {.name = "--resume", .kind = FLAG_STRING, .dst = &resume},
+        {.name = "--covariates", .kind = FLAG_STRING, .dst = &xds},
+        {.name = "--treatment", .kind = FLAG_STRING, .dst = &ads},
+        {.name = "--outcome", .kind = FLAG_STRING, .dst = &yds},
+        {.name = "--repr", .kind = FLAG_INT, .dst = &mc.repr, .lo = 1, .hi = 4096},
+        {.name = "--hidden", .kind = FLAG_INT, .dst = &mc.hidden, .lo = 1, .hi = 4096},
+        {.name = "--bins", .kind = FLAG_INT, .dst = &mc.bins, .lo = 2, .hi = 64},
+        {.name = "--grid", .kind = FLAG_INT, .dst = &mc.grid, .lo = 8, .hi = 100000},
+        {.name = "--noise", .kind = FLAG_DOUBLE, .dst = &noise, .lo = 0, .hi = 1},
+        {.name = "--alpha", .kind = FLAG_DOUBLE, .dst = &mc.alpha, .lo = 0, .hi = 1e6},
+        {.name = "--prop-clip", .kind = FLAG_DOUBLE, .dst = &mc.clip, .lo = 1e-6, .hi = 0.49},
+        {.name = "--ema", .kind = FLAG_DOUBLE, .dst = &mc.ema, .lo = 0, .hi = 0.999999},
+        {.name = "--steps", .kind = FLAG_LONG, .dst = &tc.max_steps, .lo = 1, .hi = 1L << 40},
+        {.name = "--batch", .kind = FLAG_INT, .dst = &tc.batch, .lo = 1, .hi = 1 << 20},
+        {.name = "--lr", .kind = FLAG_DOUBLE, .dst = &lr, .lo = 0, .hi = 10},
+        {.name = "--clip", .kind = FLAG_DOUBLE, .dst = &tc.clip, .lo = 0, .hi = 1e12},
+        {.name = "--val-frac", .kind = FLAG_DOUBLE, .dst = &val_frac, .lo = 0, .hi = 0.9},
+        {.name = "--eval-every", .kind = FLAG_LONG, .dst = &tc.eval_every, .lo = 0, .hi = 1L << 40},
+        {.name = "--patience", .kind = FLAG_INT, .dst = &tc.patience, .lo = 0, .hi = 1 << 30},
+        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
+        {.name = "--threads", .kind = FLAG_INT, .dst = &threads, .lo = 1, .hi = 4096},
+        {.name = "--checkpoint-every", .kind = FLAG_LONG, .dst = &tc.checkpoint_every, .lo = 0, .hi = 1L << 40},
+        {.name = "--quiet", .alias = "-q", .kind = FLAG_BOOL, .dst = &quiet},
+        {0},
+    };
+    const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 1};
+    int urc = flags_parse(&fc, argc, argv, pos, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (resume && pos[0]) return cli_usage_error(cmd, "--resume takes the model file only (the data path is stored in it)");
+    if (!resume && !pos[0]) return cli_usage_error(cmd, "no data file given (expected: nf causal fit DATA.h5 -o MODEL.h5)");
+    if (!resume && !out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
+    cli_set_threads(threads);
+    mc.noise_r = mc.noise_y = noise;
+    nf_model *m = NULL;
+    nf_source *all = NULL, *train = NULL, *val = NULL;
+    nf_trainer *t = NULL;
+    nf_model_meta meta = {0};
+    nf_causal_data d = {0};
+    const char *data = pos[0];
+    char dsets[128], *save = NULL;
+    int rc = register_kind(), status = 1;
+    if (rc == NF_OK && resume) {
+        out = resume;
+        rc = open_model(resume, &m, &meta);
+        if (rc == NF_OK) rc = nf_model_load_train_config(resume, &tc);
+        data = meta.data_path;
+        val_frac = meta.val_frac;
+        /* the datasets are stored as "/x,/a,/y" */
+        snprintf(dsets, sizeof dsets, "%s", meta.data_dataset);
+        xds = strtok_r(dsets, ",", &save);
+        ads = xds ? strtok_r(NULL, ",", &save) : NULL;
+        yds = ads ? strtok_r(NULL, ",", &save) : NULL;
+        if (rc == NF_OK && !yds) rc = nf_error(NF_EFORMAT, "%s: no data datasets recorded (expected /x,/a,/y)", resume);
+    } else if (rc == NF_OK) {
+        rc = app_check_output(out);
+        if (rc == NF_OK) rc = app_check_not_input(out, data, "data file");
+        tc.seed = (uint64_t)seed;
+        tc.optim.lr = lr;
+        nf_schedule_init(&tc.schedule, NF_SCHED_COSINE, lr);
+        tc.schedule.total = tc.max_steps;
+        mc.seed = (uint64_t)seed;
+    }
+    if (rc == NF_OK) rc = nf_causal_load(&d, data, xds, ads, yds);
+    if (rc == NF_OK) rc = nf_causal_source(&all, &d);
+    if (rc == NF_OK) rc = nf_source_split(all, val_frac, tc.seed, &val, &train);
+    if (rc == NF_OK && !m) {
+        rc = nf_model_causal_create(&m, &mc, train);
+        snprintf(meta.data_path, sizeof meta.data_path, "%s", data);
+        snprintf(meta.data_dataset, sizeof meta.data_dataset, "%s,%s,%s", xds, ads, yds);
+        meta.val_frac = val_frac;
+    }
+    if (rc == NF_OK) {
+        meta.n_train = (long)train->n;
+        meta.n_val = val ? (long)val->n : 0;
+        rc = nf_trainer_create(&t, m, &tc, train, val);
+    }
+    if (rc == NF_OK && resume) rc = nf_model_load_trainer(resume, t);
+    if (rc != NF_OK) {
+        status = cli_fail(cmd);
+    } else if (resume && nf_trainer_finished(t)) {
+        fprintf(stderr, "nf %s: %s already finished (step %ld); nothing to resume\n", cmd, resume, t->step);
+        status = 0;
+    } else {
+        if (!quiet)
+            fprintf(stderr, "nf %s: %zu training and %zu validation units, %d covariates; %zu parameters; stages: "
+                            "nuisance, target (%ld steps each)\n",
+                    cmd, train->n, val ? val->n : 0, d.dx, m->P->n, tc.max_steps);
+        app_train_run r = {.cmd = cmd, .out = out, .model = m, .meta = &meta, .quiet = quiet};
+        status = app_train_run_go(&r, t);
+    }
+    nf_trainer_free(t);
+    nf_model_free(m);
+    nf_source_free(train);
+    nf_source_free(val);
+    nf_source_free(all);
+    nf_causal_data_free(&d);
+    return status;
+}
+
+/* ---- density, sample --------------------------------------------------------------------------- */
+
+static int parse_grid(const char *cmd, const char *s, double *lo, double *hi, long *n)
+{
+    char tail;
+    if (!s || sscanf(s, "%lf:%lf:%ld%c", lo, hi, n, &tail) != 3 || !isfinite(*lo) || !isfinite(*hi) || !(*lo < *hi) ||
+        *n < 2 || *n > 10000000)
+        return cli_usage_error(cmd, "--grid %s: expected LO:HI:N with LO < HI and 2 <= N <= 1e7", s ? s : "(none)");
+    return 0;
+}
+
+static const nf_causal_estimator ESTS[3] = {NF_CAUSAL_TARGET, NF_CAUSAL_NOBC, NF_CAUSAL_PLUGIN};
+static const char *const EST_NAMES[3] = {"target", "nobc", "plugin"};
+
+static int cmd_density(int argc, char **argv)
+{
+    const char *cmd = "causal density", *out = NULL, *grid = NULL, *pos[1];
+    int arm = -1;
+    const flag_spec flags[] = {
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
+        {.name = "--arm", .kind = FLAG_INT, .dst = &arm, .lo = 0, .hi = 1},
+        {.name = "--grid", .kind = FLAG_STRING, .dst = &grid},
+        {0},
+    };
+    const flags_cmd fc = {.cmd = cmd, .help = DENSITY_HELP, .flags = flags, .max_pos = 1};
+    int urc = flags_parse(&fc, argc, argv, pos, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (!pos[0]) return cli_usage_error(cmd, "no model given (expected: nf causal density MODEL.h5 --arm A --grid LO:HI:N)");
+    if (arm < 0) return cli_usage_error(cmd, "no --arm given (expected 0 or 1)");
+    if (!out) return cli_usage_error(cmd, "no output file given (expected -o DENS.h5)");
+    double lo, hi;
+    long n;
+    if (parse_grid(cmd, grid, &lo, &hi, &n)) return 2;
+    if (app_check_output(out) != NF_OK || app_check_not_input(out, pos[0], "model") != NF_OK) return cli_fail(cmd);
+    nf_model *m = NULL;
+    double *y = malloc((size_t)n * sizeof *y), *lp = malloc(3 * (size_t)n * sizeof *lp);
+    int rc = y && lp ? open_model(pos[0], &m, NULL) : nf_error(NF_ENOMEM, "out of memory");
+    for (long k = 0; rc == NF_OK && k < n; k++) y[k] = lo + (hi - lo) * (double)k / (double)(n - 1);
+    for (int e = 0; rc == NF_OK && e < 3; e++) rc = nf_causal_logp(m, ESTS[e], arm, y, (size_t)n, lp + e * n);
+    nf_h5 *f = NULL;
+    if (rc == NF_OK) rc = nf_h5_create(&f, out, "nf-logprob", 1);
+    if (rc == NF_OK) rc = nf_h5_write_double(f, "/y", y, (size_t)n, 0);
+    if (rc == NF_OK) rc = nf_h5_write_double(f, "/logp", lp, (size_t)n, 0);
+    if (rc == NF_OK) rc = nf_h5_write_double(f, "/logp_nobc", lp + n, (size_t)n, 0);
+    if (rc == NF_OK) rc = nf_h5_write_double(f, "/logp_plugin", lp + 2 * n, (size_t)n, 0);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "arm", arm);
+    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "model", pos[0]);
+    if (rc == NF_OK) rc = nf_h5_commit(f);
+    else nf_h5_abort(f);
+    /* the target density's integral over the grid (trapezoid): near 1 when the grid covers Y[arm] */
+    double mass = 0, h = (hi - lo) / (double)(n - 1);
+    for (long k = 0; rc == NF_OK && k < n; k++) mass += (k == 0 || k == n - 1 ? 0.5 : 1) * h * exp(lp[k]);
+    free(y), free(lp);
+    nf_model_free(m);
+    if (rc != NF_OK) return cli_fail(cmd);
+    fprintf(stderr, "nf causal density: log p(Y[%d] = y) at %ld points of [%g, %g], mass on the grid %.4f; wrote %s\n",
+            arm, n, lo, hi, mass, out);
+    return 0;
+}
+
+static int cmd_sample(int argc, char **argv)
+{
+    const char *cmd = "causal sample", *out = NULL, *pos[1];
+    int arm = -1;
+    long n = 0, seed = 1;
+    const flag_spec flags[] = {
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
+        {.name = "--arm", .kind = FLAG_INT, .dst = &arm, .lo = 0, .hi = 1},
+        {.name = "-n", .kind = FLAG_LONG, .dst = &n, .lo = 1, .hi = 100000000},
+        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = (double)LONG_MAX},
+        {0},
+    };
+    const flags_cmd fc = {.cmd = cmd, .help = SAMPLE_HELP, .flags = flags, .max_pos = 1};
+    int urc = flags_parse(&fc, argc, argv, pos, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (!pos[0]) return cli_usage_error(cmd, "no model given (expected: nf causal sample MODEL.h5 --arm A -n N -o S.h5)");
+    if (arm < 0) return cli_usage_error(cmd, "no --arm given (expected 0 or 1)");
+    if (n < 1) return cli_usage_error(cmd, "no -n given (expected the number of draws)");
+    if (!out) return cli_usage_error(cmd, "no output file given (expected -o S.h5)");
+    if (app_check_output(out) != NF_OK || app_check_not_input(out, pos[0], "model") != NF_OK) return cli_fail(cmd);
+    nf_model *m = NULL;
+    double *y = malloc((size_t)n * sizeof *y);
+    nf_rng *rng = nf_rng_alloc((uint64_t)seed, 0x5a3);
+    int rc = y && rng ? open_model(pos[0], &m, NULL) : nf_error(NF_ENOMEM, "out of memory");
+    if (rc == NF_OK) rc = nf_causal_sample(m, NF_CAUSAL_TARGET, arm, (size_t)n, rng, y);
+    nf_h5 *f = NULL;
+    if (rc == NF_OK) rc = nf_h5_create(&f, out, "nf-data", 1);
+    if (rc == NF_OK) rc = nf_h5_write_double(f, "/x", y, (size_t)n, 1);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "arm", arm);
+    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "model", pos[0]);
+    if (rc == NF_OK) rc = nf_h5_commit(f);
+    else nf_h5_abort(f);
+    free(y);
+    nf_rng_free(rng);
+    nf_model_free(m);
+    if (rc != NF_OK) return cli_fail(cmd);
+    fprintf(stderr, "nf causal sample: %ld draws of Y[%d]; wrote %s\n", n, arm, out);
+    return 0;
+}
+
+/* ---- eval -------------------------------------------------------------------------------------- */
+
+typedef struct arm_report {
+    size_t units;
+    const char *outcomes;        /* "potential" or "observed" */
+    double logp[3], logp_true;   /* mean log-densities: target, nobc, plugin; truth (NaN if unknown) */
+    double mean[3], mean_ref;    /* means of Y[a]; the reference (true or the units') */
+    const char *mean_ref_kind;   /* "true", "units" */
+} arm_report;
+
+static int eval_arm(nf_model *m, const nf_causal_data *d, int a, arm_report *r)
+{
+    const double *ya = a ? d->y1 : d->y0, *lt = a ? d->logp1 : d->logp0;
+    double *y = malloc(d->n * sizeof *y), *lp = malloc(d->n * sizeof *lp), *t = malloc(d->n * sizeof *t);
+    if (!y || !lp || !t) {
+        free(y), free(lp), free(t);
+        return nf_error(NF_ENOMEM, "out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < d->n; i++)
+        if (ya || d->a[i] == a) {
+            y[k] = ya ? ya[i] : d->y[i];
+            t[k++] = ya && lt ? lt[i] : NAN;
+        }
+    r->units = k;
+    r->outcomes = ya ? "potential" : "observed";
+    int rc = NF_OK;
+    for (int e = 0; rc == NF_OK && e < 3; e++) {
+        rc = nf_causal_logp(m, ESTS[e], a, y, k, lp);
+        double s = 0;
+        for (size_t i = 0; i < k; i++) s += lp[i];
+        r->logp[e] = s / (double)k;
+        if (rc == NF_OK) rc = nf_causal_mean(m, ESTS[e], a, &r->mean[e]);
+    }
+    double s = 0, sy = 0;
+    for (size_t i = 0; i < k; i++) s += t[i], sy += y[i];
+    r->logp_true = s / (double)k;
+    r->mean_ref_kind = "units";
+    r->mean_ref = sy / (double)k;
+    if (d->family[0] && nf_causal_truth_mean(d->family, d->shift, a, &r->mean_ref) == NF_OK) r->mean_ref_kind = "true";
+    nf_error_clear();
+    free(y), free(lp), free(t);
+    return rc;
+}
+
+static void json_num(const char *key, double v, int first)
+{
+    if (isfinite(v)) printf("%s\"%s\": %.9g", first ? "" : ", ", key, v);
+    else printf("%s\"%s\": null", first ? "" : ", ", key);
+}
+
+static int cmd_eval(int argc, char **argv)
+{
+    const char *cmd = "causal eval", *pos[2];
+    int json = 0;
+    const flag_spec flags[] = {
+        {.name = "--json", .kind = FLAG_BOOL, .dst = &json},
+        {0},
+    };
+    const flags_cmd fc = {.cmd = cmd, .help = EVAL_HELP, .flags = flags, .max_pos = 2};
+    int urc = flags_parse(&fc, argc, argv, pos, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (!pos[0] || !pos[1]) return cli_usage_error(cmd, "expected MODEL.h5 and DATA.h5");
+    nf_model *m = NULL;
+    nf_causal_data d = {0};
+    arm_report r[2];
+    int rc = open_model(pos[0], &m, NULL);
+    if (rc == NF_OK) rc = nf_causal_load(&d, pos[1], NULL, NULL, NULL);
+    if (rc == NF_OK && d.dx != nf_model_causal_config(m)->dx)
+        rc = nf_error(NF_EDATA, "%s: %d covariates, the model %d", pos[1], d.dx, nf_model_causal_config(m)->dx);
+    for (int a = 0; rc == NF_OK && a < 2; a++) rc = eval_arm(m, &d, a, &r[a]);
+    if (rc == NF_OK && json) {
+        printf("{\"data\": \"%s\", \"units\": %zu, \"arms\": [", pos[1], d.n);
+        for (int a = 0; a < 2; a++) {
+            printf("%s{\"arm\": %d, \"units\": %zu, \"outcomes\": \"%s\", \"logp\": {", a ? ", " : "", a, r[a].units,
+                   r[a].outcomes);
+            for (int e = 0; e < 3; e++) json_num(EST_NAMES[e], r[a].logp[e], e == 0);
+            json_num("truth", r[a].logp_true, 0);
+            printf("}, \"gap\": {");
+            for (int e = 0; e < 3; e++) json_num(EST_NAMES[e], r[a].logp_true - r[a].logp[e], e == 0);
+            printf("}, \"mean\": {");
+            for (int e = 0; e < 3; e++) json_num(EST_NAMES[e], r[a].mean[e], e == 0);
+            json_num("reference", r[a].mean_ref, 0);
+            printf(", \"reference_kind\": \"%s\"}, \"mean_error\": {", r[a].mean_ref_kind);
+            for (int e = 0; e < 3; e++) json_num(EST_NAMES[e], r[a].mean[e] - r[a].mean_ref, e == 0);
+            printf("}}");
+        }
+        printf("]}\n");
+    } else if (rc == NF_OK) {
+        printf("data      %s (%zu units)\n", pos[1], d.n);
+        for (int a = 0; a < 2; a++) {
+            printf("arm %d     %zu %s outcomes\n", a, r[a].units, r[a].outcomes);
+            printf("  mean log p(Y[%d])   target %.4f   no-BC %.4f   plug-in %.4f", a, r[a].logp[0], r[a].logp[1],
+                   r[a].logp[2]);
+            if (isfinite(r[a].logp_true))
+                printf("   truth %.4f (gaps %.4f %.4f %.4f)", r[a].logp_true, r[a].logp_true - r[a].logp[0],
+                       r[a].logp_true - r[a].logp[1], r[a].logp_true - r[a].logp[2]);
+            printf("\n  mean of Y[%d]       target %.4f   no-BC %.4f   plug-in %.4f   %s %.4f\n", a, r[a].mean[0],
+                   r[a].mean[1], r[a].mean[2], r[a].mean_ref_kind, r[a].mean_ref);
+        }
+    }
+    nf_model_free(m);
+    nf_causal_data_free(&d);
+    return rc == NF_OK ? 0 : cli_fail(cmd);
+}
+
+/* ---- plot -------------------------------------------------------------------------------------- */
+
+static int cmd_plot(int argc, char **argv)
+{
+    const char *cmd = "causal plot", *out = NULL, *data = NULL, *grid = NULL, *pos[1];
+    const flag_spec flags[] = {
+        {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
+        {.name = "--data", .kind = FLAG_STRING, .dst = &data},
+        {.name = "--grid", .kind = FLAG_STRING, .dst = &grid},
+        {0},
+    };
+    const flags_cmd fc = {.cmd = cmd, .help = PLOT_HELP, .flags = flags, .max_pos = 1};
+    int urc = flags_parse(&fc, argc, argv, pos, NULL);
+    if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    if (!pos[0]) return cli_usage_error(cmd, "no model given (expected: nf causal plot MODEL.h5 -o PLOT.png)");
+    if (!out) return cli_usage_error(cmd, "no output file given (expected -o PLOT.png)");
+    double lo = NAN, hi = NAN;
+    long n = 400;
+    if (grid && parse_grid(cmd, grid, &lo, &hi, &n)) return 2;
+    if (app_check_output(out) != NF_OK || app_check_not_input(out, pos[0], "model") != NF_OK) return cli_fail(cmd);
+    nf_model *m = NULL;
+    nf_causal_data d = {0};
+    int rc = open_model(pos[0], &m, NULL);
+    if (rc == NF_OK && data) rc = nf_causal_load(&d, data, NULL, NULL, NULL);
+    double *y = malloc((size_t)n * sizeof *y), *p = malloc(4 * (size_t)n * sizeof *p);
+    if (rc == NF_OK && (!y || !p)) rc = nf_error(NF_ENOMEM, "out of memory");
+    nf_figure *fig = rc == NF_OK ? nf_figure_alloc(1200, 480, 1, 2) : NULL;
+    if (rc == NF_OK && !fig) rc = nf_error(NF_ENOMEM, "out of memory for the figure");
+    for (int a = 0; rc == NF_OK && a < 2; a++) {
+        double l = lo, h = hi;
+        if (!isfinite(l)) {
+            /* the range of the estimate: its 0.1% and 99.9% points from the grid */
+            double ma;
+            rc = nf_causal_mean(m, NF_CAUSAL_TARGET, a, &ma);
+            l = ma - 12, h = ma + 12;
+            if (d.n) {
+                const double *ya = a ? d.y1 : d.y0;
+                if (!ya) ya = d.y;
+                l = INFINITY, h = -INFINITY;
+                for (size_t i = 0; i < d.n; i++) l = fmin(l, ya[i]), h = fmax(h, ya[i]);
+                double w = h - l;
+                l -= 0.1 * w, h += 0.1 * w;
+            }
+        }
+        for (long k = 0; k < n; k++) y[k] = l + (h - l) * (double)k / (double)(n - 1);
+        for (int e = 0; rc == NF_OK && e < 3; e++) rc = nf_causal_logp(m, ESTS[e], a, y, (size_t)n, p + e * n);
+        int truth = rc == NF_OK && d.family[0] &&
+                    nf_causal_truth_logp(d.family, d.shift, a, y, (size_t)n, p + 3 * n) == NF_OK;
+        nf_error_clear();
+        double top = 0;
+        for (long k = 0; rc == NF_OK && k < (truth ? 4 : 3) * n; k++) p[k] = exp(p[k]), top = fmax(top, p[k]);
+        nf_panel *pan = nf_figure_panel(fig, 0, a);
+        char title[64];
+        snprintf(title, sizeof title, "p(Y[%d] = y)", a);
+        nf_panel_set_title(pan, title);
+        nf_panel_set_xlabel(pan, "y");
+        if (rc == NF_OK) rc = nf_panel_set_limits(pan, l, h, 0, 1.1 * top);
+        const char *names[4] = {"target flow", "no BC", "plug-in", "truth"};
+        for (int e = 0; rc == NF_OK && e < (truth ? 4 : 3); e++)
+            rc = nf_panel_line(pan, y, p + e * n, (size_t)n, 1, nf_plot_color(e == 3 ? 7 : e), e == 0 ? 2.4 : 1.6,
+                               names[e]);
+        if (rc == NF_OK) rc = nf_panel_draw_axes(pan);
+        if (rc == NF_OK) rc = nf_panel_legend(pan, NF_LEGEND_UPPER_RIGHT);
+    }
+    if (rc == NF_OK) rc = nf_figure_save_png(fig, out);
+    nf_figure_free(fig);
+    free(y), free(p);
+    nf_model_free(m);
+    nf_causal_data_free(&d);
+    if (rc != NF_OK) return cli_fail(cmd);
+    fprintf(stderr, "nf causal plot: wrote %s\n", out);
+    return 0;
+}
+
+int nf_cmd_causal(int argc, char **argv)
+{
+    if (argc < 2 || cli_is_help(argv[1])) {
+        fputs(CAUSAL_HELP, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const struct {
+        const char *name;
+        int (*run)(int, char **);
+    } sub[] = {{"import", cmd_import}, {"fit", cmd_fit},   {"density", cmd_density},
+               {"sample", cmd_sample}, {"eval", cmd_eval}, {"plot", cmd_plot}};
+    for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++)
+        if (!strcmp(argv[1], sub[i].name)) return sub[i].run(argc - 1, argv + 1);
+    return cli_usage_error("causal", "unknown subcommand '%s' (expected import, fit, density, sample, eval or plot)",
+                           argv[1]);
+}

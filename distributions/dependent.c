@@ -1,0 +1,894 @@
+/* distributions/dependent.c - dependence structures between data points (block equicorrelation, kinship
+ * mixture), their log-determinants and precisions, the unbiased minibatch estimator of the joint
+ * log-likelihood with its gradients, and the flow base built on it.  The maths is in dependent.h and
+ * above each function. */
+#include "distributions/dependent.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/blas.h"
+
+#define NF_HALF_LOG_2PI 0.91893853320467274178
+
+/* LAPACK (OpenBLAS): eigenpairs of a symmetric matrix, divide and conquer.  The trailing lengths are
+ * gfortran's hidden string lengths. */
+extern void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda, double *w,
+                    double *work, const int *lwork, int *iwork, const int *liwork, int *info, size_t, size_t);
+
+static double sigmoid(double u) { return u >= 0 ? 1 / (1 + exp(-u)) : exp(u) / (1 + exp(u)); }
+
+void nf_dep_free(nf_dep *d)
+{
+    if (!d) return;
+    free(d->block);
+    free(d->block_size);
+    free(d->eval);
+    free(d->evec);
+    free(d->evec_r);
+    free(d->A);
+    free(d->dA);
+    free(d->theta);
+    free(d->dtheta);
+    free(d->G);
+    free(d->M);
+    free(d->W);
+    free(d->kd);
+    free(d->Acache);
+    free(d->blk);
+    free(d->es);
+    free(d);
+}
+
+static int alloc_common(nf_dep **out, nf_dep_kind kind, size_t n, int n_params)
+{
+    nf_dep *d = nf_calloc(1, sizeof *d, "dependence structure");
+    if (!d) return NF_ENOMEM;
+    d->kind = kind;
+    d->n = n;
+    d->n_params = n_params;
+    d->theta = nf_calloc((size_t)n_params, sizeof *d->theta, "dependence parameters");
+    d->dtheta = nf_calloc((size_t)n_params, sizeof *d->dtheta, "dependence parameters");
+    if (!d->theta || !d->dtheta) {
+        nf_dep_free(d);
+        return NF_ENOMEM;
+    }
+    *out = d;
+    return NF_OK;
+}
+
+/* ---- block equicorrelation ---------------------------------------------------------------------- */
+
+/* Group ids to blocks 0..B-1 in order of first appearance: sort (id, point) pairs, then number the
+ * runs of equal ids by their first point. */
+typedef struct {
+    int64_t g;
+    size_t i;
+} id_point;
+
+static int cmp_id_point(const void *a, const void *b)
+{
+    const id_point *x = a, *y = b;
+    if (x->g != y->g) return x->g < y->g ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+int nf_dep_equi_create(nf_dep **out, const int64_t *group, size_t n, int per_block)
+{
+    *out = NULL;
+    if (n < 1) return nf_error(NF_EINVAL, "equicorrelation over %zu points (expected at least 1)", n);
+    if (n > (size_t)INT32_MAX) return nf_error(NF_EINVAL, "equicorrelation over %zu points (at most 2^31 - 1)", n);
+    id_point *order = malloc(n * sizeof *order);
+    int *first_block = malloc(n * sizeof *first_block);
+    int *block = malloc(n * sizeof *block);
+    if (!order || !first_block || !block) {
+        free(order), free(first_block), free(block);
+        return nf_error(NF_ENOMEM, "out of memory grouping %zu points", n);
+    }
+    for (size_t i = 0; i < n; i++) order[i] = (id_point){group[i], i};
+    qsort(order, n, sizeof *order, cmp_id_point);
+    /* runs of equal ids; a run's block number is the rank of its first point among the runs' first points */
+    size_t runs = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (k == 0 || order[k].g != order[k - 1].g) runs++;
+        first_block[order[k].i] = (int)(runs - 1);
+    }
+    /* renumber runs by first appearance */
+    int *run_to_block = malloc(runs * sizeof *run_to_block);
+    if (!run_to_block) {
+        free(order), free(first_block), free(block);
+        return nf_error(NF_ENOMEM, "out of memory grouping %zu points", n);
+    }
+    for (size_t r = 0; r < runs; r++) run_to_block[r] = -1;
+    int next = 0;
+    for (size_t i = 0; i < n; i++) {
+        int r = first_block[i];
+        if (run_to_block[r] < 0) run_to_block[r] = next++;
+        block[i] = run_to_block[r];
+    }
+    free(run_to_block);
+    free(order);
+    free(first_block);
+    nf_dep *d;
+    int rc = alloc_common(&d, NF_DEP_EQUI, n, per_block ? next : 1);
+    if (rc != NF_OK) {
+        free(block);
+        return nf_error(rc, "out of memory creating an equicorrelation over %zu points", n);
+    }
+    d->n_blocks = next;
+    d->per_block = per_block != 0;
+    d->block = block;
+    d->block_size = nf_calloc((size_t)next, sizeof *d->block_size, "block sizes");
+    if (!d->block_size) {
+        nf_dep_free(d);
+        return NF_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) d->block_size[block[i]]++;
+    *out = d;
+    return NF_OK;
+}
+
+/* One block of size m with correlation rho:
+ *   D = (1 - rho)(1 + (m-1) rho),  A_ii = (1 + (m-2) rho) / D,  A_ij = -rho / D  (i != j),
+ *   dD = (m-2) - 2 (m-1) rho,  dA_ii = ((m-2) D - (1 + (m-2) rho) dD) / D^2,  dA_ij = -(D - rho dD) / D^2. */
+static void equi_entries(double m, double rho, double *a_ii, double *a_ij, double *da_ii, double *da_ij)
+{
+    double D = (1 - rho) * (1 + (m - 1) * rho), dD = (m - 2) - 2 * (m - 1) * rho;
+    *a_ii = (1 + (m - 2) * rho) / D;
+    *a_ij = -rho / D;
+    *da_ii = ((m - 2) * D - (1 + (m - 2) * rho) * dD) / (D * D);
+    *da_ij = -(D - rho * dD) / (D * D);
+}
+
+/* ---- kinship mixture ---------------------------------------------------------------------------- */
+
+int nf_dep_kinship_create(nf_dep **out, const double *K, size_t rows, size_t cols, size_t n)
+{
+    *out = NULL;
+    if (rows != cols) return nf_error(NF_EINVAL, "kinship matrix is %zu x %zu (expected a square matrix)", rows, cols);
+    if (rows != n)
+        return nf_error(NF_EINVAL, "kinship matrix is %zu x %zu but there are %zu points (expected %zu x %zu)", rows,
+                        cols, n, n, n);
+    if (n < 1 || n > 46340) return nf_error(NF_EINVAL, "kinship matrix of %zu points (expected 1 to 46340)", n);
+    double kmax = 0;
+    for (size_t i = 0; i < n * n; i++) {
+        if (!isfinite(K[i]))
+            return nf_error(NF_EINVAL, "kinship matrix entry (%zu, %zu) is %g (expected finite)", i / n, i % n, K[i]);
+        kmax = fmax(kmax, fabs(K[i]));
+    }
+    double stol = 1e-9 * fmax(kmax, 1e-300);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (fabs(K[i * n + j] - K[j * n + i]) > stol)
+                return nf_error(NF_EINVAL,
+                                "kinship matrix is not symmetric: entry (%zu, %zu) = %g but (%zu, %zu) = %g "
+                                "(expected a symmetric positive semi-definite matrix)",
+                                i, j, K[i * n + j], j, i, K[j * n + i]);
+    nf_dep *d;
+    if (alloc_common(&d, NF_DEP_KINSHIP, n, 1) != NF_OK)
+        return nf_error(NF_ENOMEM, "out of memory creating a kinship structure");
+    d->eval = malloc(n * sizeof *d->eval);
+    d->evec = malloc(n * n * sizeof *d->evec);
+    d->evec_r = malloc(n * n * sizeof *d->evec_r);
+    double *a = malloc(n * n * sizeof *a);
+    int rc = d->eval && d->evec && d->evec_r && a ? NF_OK
+                                                  : nf_error(NF_ENOMEM, "out of memory for the eigenvectors of a "
+                                                                        "%zu x %zu kinship matrix", n, n);
+    if (rc == NF_OK) {
+        /* symmetric: row-major K is its own column-major form; average the two halves */
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n; j++) a[i * n + j] = 0.5 * (K[i * n + j] + K[j * n + i]);
+        int N = (int)n, lwork = -1, liwork = -1, info = 0, iw = 0;
+        double wq = 0;
+        dsyevd_("V", "U", &N, a, &N, d->eval, &wq, &lwork, &iw, &liwork, &info, 1, 1);
+        lwork = (int)wq + 1;
+        liwork = iw;
+        double *work = malloc((size_t)lwork * sizeof *work);
+        int *iwork = malloc((size_t)liwork * sizeof *iwork);
+        if (!work || !iwork) rc = nf_error(NF_ENOMEM, "out of memory for the eigendecomposition of K");
+        if (rc == NF_OK) dsyevd_("V", "U", &N, a, &N, d->eval, work, &lwork, iwork, &liwork, &info, 1, 1);
+        free(work);
+        free(iwork);
+        if (rc == NF_OK && info != 0)
+            rc = nf_error(NF_ENOCONV, "eigendecomposition of the kinship matrix failed (LAPACK dsyevd info %d)", info);
+    }
+    if (rc == NF_OK) {
+        double emax = fmax(fabs(d->eval[0]), fabs(d->eval[n - 1]));
+        if (d->eval[0] < -1e-8 * fmax(emax, 1e-300))
+            rc = nf_error(NF_EINVAL,
+                          "kinship matrix is not positive semi-definite: smallest eigenvalue %g (largest %g; "
+                          "expected a symmetric positive semi-definite matrix)", d->eval[0], d->eval[n - 1]);
+    }
+    if (rc == NF_OK) {
+        for (size_t k = 0; k < n; k++)
+            if (d->eval[k] < 0) d->eval[k] = 0;
+        /* column-major output: a[k n + i] = U_ik; keep U row-major */
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < n; k++) {
+                d->evec[i * n + k] = a[k * n + i];
+                d->evec_r[i * n + k] = (nf_real)a[k * n + i];
+            }
+    }
+    free(a);
+    if (rc != NF_OK) {
+        nf_dep_free(d);
+        return rc;
+    }
+    *out = d;
+    return NF_OK;
+}
+
+/* ---- the algebra -------------------------------------------------------------------------------- */
+
+int nf_dep_param_of(const nf_dep *d, size_t i) { return d->kind == NF_DEP_EQUI && d->per_block ? d->block[i] : 0; }
+
+/* equi: sum over blocks of (m-1) log(1 - rho) + log(1 + (m-1) rho),
+ *       d/drho = -(m-1)/(1 - rho) + (m-1)/(1 + (m-1) rho);
+ * kinship: sum_k log s_k, s_k = lambda + (1 - lambda) e_k,  d/dlambda = sum_k (1 - e_k)/s_k. */
+double nf_dep_log_det(const nf_dep *d, const double *theta, double *dlogdet)
+{
+    double L = 0;
+    if (dlogdet)
+        for (int k = 0; k < d->n_params; k++) dlogdet[k] = 0;
+    if (d->kind == NF_DEP_EQUI) {
+        for (int c = 0; c < d->n_blocks; c++) {
+            double m = (double)d->block_size[c], rho = theta[d->per_block ? c : 0];
+            L += (m - 1) * log1p(-rho) + log1p((m - 1) * rho);
+            if (dlogdet) dlogdet[d->per_block ? c : 0] += -(m - 1) / (1 - rho) + (m - 1) / (1 + (m - 1) * rho);
+        }
+    } else {
+        double lam = theta[0], dl = 0;
+        for (size_t k = 0; k < d->n; k++) {
+            double s = lam + (1 - lam) * d->eval[k];
+            L += log(s);
+            dl += (1 - d->eval[k]) / s;
+        }
+        if (dlogdet) dlogdet[0] = dl;
+    }
+    return L;
+}
+
+static int reserve(nf_dep *d, int b)
+{
+    size_t w = d->kind == NF_DEP_KINSHIP ? 2 * (size_t)b * d->n : 0;
+    if (b <= d->cap_b && w <= d->cap_w) return NF_OK;
+    size_t bb = (size_t)b * b;
+    double *A = realloc(d->A, bb * sizeof *A), *dA = A ? realloc(d->dA, bb * sizeof *dA) : NULL;
+    if (A) d->A = A;
+    if (dA) d->dA = dA;
+    nf_real *G = dA ? realloc(d->G, bb * sizeof *G) : NULL;
+    if (G) d->G = G;
+    nf_real *M = G ? realloc(d->M, bb * sizeof *M) : NULL;
+    if (M) d->M = M;
+    nf_real *W = M && w ? realloc(d->W, w * sizeof *W) : d->W;
+    if (W) d->W = W;
+    int *blk = M ? realloc(d->blk, (size_t)b * sizeof *blk) : NULL;
+    if (blk) d->blk = blk;
+    if (!M || !blk || (w && !W)) return nf_error(NF_ENOMEM, "out of memory for a dependent batch of %d points", b);
+    d->cap_b = b;
+    d->cap_w = w;
+    return NF_OK;
+}
+
+static int check_idx(const nf_dep *d, const size_t *idx, int b)
+{
+    if (!idx) return nf_error(NF_EINVAL, "a dependent likelihood needs the points' indices");
+    for (int i = 0; i < b; i++) {
+        if (idx[i] >= d->n)
+            return nf_error(NF_EINVAL, "point index %zu at batch position %d (the structure has %zu points)", idx[i],
+                            i, d->n);
+        /* a batch is a set of points; repeated points would break the pair weights */
+        for (int j = 0; j < i && b <= 4096; j++)
+            if (idx[j] == idx[i])
+                return nf_error(NF_EINVAL, "point %zu is twice in a batch (expected distinct points)", idx[i]);
+    }
+    return NF_OK;
+}
+
+/* kinship: A_BB = (U_B diag(1/s)) U_B^T and dA_BB = -(U_B diag((1-e)/s^2)) U_B^T, two products
+ * b x b x n through nf_gemm (W holds U_B scaled, W + b n holds U_B). */
+static void kinship_block(nf_dep *d, double lam, const size_t *idx, int b, double *out, int deriv)
+{
+    size_t n = d->n;
+    nf_real *W = d->W, *UB = d->W + (size_t)b * n;
+    for (int i = 0; i < b; i++) memcpy(UB + (size_t)i * n, d->evec_r + idx[i] * n, n * sizeof *UB);
+    for (int i = 0; i < b; i++)
+        for (size_t k = 0; k < n; k++) {
+            double s = lam + (1 - lam) * d->eval[k];
+            double f = deriv ? -(1 - d->eval[k]) / (s * s) : 1 / s;
+            W[(size_t)i * n + k] = (nf_real)(UB[(size_t)i * n + k] * f);
+        }
+    nf_gemm(0, 1, b, b, (int)n, 1, W, (int)n, UB, (int)n, 0, d->M, b);
+    for (size_t k = 0; k < (size_t)b * b; k++) out[k] = d->M[k];
+}
+
+/* The whole A = U diag(1/s) U^T (n x n) for lambda, one product n x n x n, rebuilt when lambda changes. */
+static int kin_cache(nf_dep *d, double lam)
+{
+    if (d->Acache && d->cache_lam == lam) return NF_OK;
+    size_t n = d->n;
+    if (!d->Acache) d->Acache = malloc(n * n * sizeof *d->Acache);
+    nf_real *W = malloc(n * n * sizeof *W);
+    if (!d->Acache || !W) {
+        free(W);
+        return nf_error(NF_ENOMEM, "out of memory for the %zu x %zu precision of a kinship structure", n, n);
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < n; k++)
+            W[i * n + k] = (nf_real)(d->evec[i * n + k] / (lam + (1 - lam) * d->eval[k]));
+    nf_gemm(0, 1, (int)n, (int)n, (int)n, 1, W, (int)n, d->evec_r, (int)n, 0, d->Acache, (int)n);
+    free(W);
+    d->cache_lam = lam;
+    return NF_OK;
+}
+
+int nf_dep_kinship_cache(nf_dep *d, int on)
+{
+    if (d->kind != NF_DEP_KINSHIP) return NF_OK;
+    if (on && d->n > 16384)
+        return nf_error(NF_EINVAL, "a cached precision of %zu points would take %zu MB (at most 16384 points)", d->n,
+                        d->n * d->n * sizeof(nf_real) >> 20);
+    d->use_cache = on != 0;
+    if (!on) {
+        free(d->Acache);
+        d->Acache = NULL;
+    }
+    return NF_OK;
+}
+
+int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, double *A, double *dA)
+{
+    if (b < 1) return nf_error(NF_EINVAL, "precision of an empty batch");
+    NF_TRY(check_idx(d, idx, b));
+    NF_TRY(reserve(d, b));
+    if (d->kind == NF_DEP_KINSHIP) {
+        if (A && d->use_cache) {
+            NF_TRY(kin_cache(d, theta[0]));
+            for (int i = 0; i < b; i++)
+                for (int j = 0; j < b; j++) A[(size_t)i * b + j] = d->Acache[idx[i] * d->n + idx[j]];
+        } else if (A) {
+            kinship_block(d, theta[0], idx, b, A, 0);
+        }
+        if (dA) kinship_block(d, theta[0], idx, b, dA, 1);
+        return NF_OK;
+    }
+    int *blk = d->blk;
+    for (int j = 0; j < b; j++) blk[j] = d->block[idx[j]];
+    for (int i = 0; i < b; i++) {
+        int c = blk[i];
+        double a_ii, a_ij, da_ii, da_ij;
+        equi_entries((double)d->block_size[c], theta[d->per_block ? c : 0], &a_ii, &a_ij, &da_ii, &da_ij);
+        double *Ai = A ? A + (size_t)i * b : NULL, *dAi = dA ? dA + (size_t)i * b : NULL;
+        if (Ai) {
+            for (int j = 0; j < b; j++) Ai[j] = blk[j] == c ? a_ij : 0;
+            Ai[i] = a_ii;
+        }
+        if (dAi) {
+            for (int j = 0; j < b; j++) dAi[j] = blk[j] == c ? da_ij : 0;
+            dAi[i] = da_ii;
+        }
+    }
+    return NF_OK;
+}
+
+/* log p(Z) = -(np/2) log 2pi - (p/2) log det Sigma - 1/2 tr(Z^T A Z), with
+ *   equi:    tr = sum_blocks [sum_i |z_i|^2 - rho/(1 + (m-1) rho) |sum_i z_i|^2] / (1 - rho),
+ *   kinship: tr = sum_k |r_k|^2 / s_k,  r_k = sum_i U_ik z_i (the rotated latents). */
+int nf_dep_joint_log_prob(const nf_dep *d, const double *theta, const nf_real *Z, int p, double *logp)
+{
+    size_t n = d->n;
+    double tr = 0;
+    if (d->kind == NF_DEP_EQUI) {
+        double *sum = calloc((size_t)d->n_blocks * p, sizeof *sum), *sq = calloc((size_t)d->n_blocks, sizeof *sq);
+        if (!sum || !sq) {
+            free(sum), free(sq);
+            return nf_error(NF_ENOMEM, "out of memory for the joint log-likelihood");
+        }
+        for (size_t i = 0; i < n; i++)
+            for (int j = 0; j < p; j++) {
+                double z = Z[i * p + j];
+                sum[(size_t)d->block[i] * p + j] += z;
+                sq[d->block[i]] += z * z;
+            }
+        for (int c = 0; c < d->n_blocks; c++) {
+            double m = (double)d->block_size[c], rho = theta[d->per_block ? c : 0], s2 = 0;
+            for (int j = 0; j < p; j++) s2 += sum[(size_t)c * p + j] * sum[(size_t)c * p + j];
+            tr += (sq[c] - rho / (1 + (m - 1) * rho) * s2) / (1 - rho);
+        }
+        free(sum);
+        free(sq);
+    } else {
+        double *r = malloc((size_t)p * sizeof *r);
+        if (!r) return nf_error(NF_ENOMEM, "out of memory for the joint log-likelihood");
+        for (size_t k = 0; k < n; k++) {
+            for (int j = 0; j < p; j++) r[j] = 0;
+            for (size_t i = 0; i < n; i++) {
+                double u = d->evec[i * n + k];
+                for (int j = 0; j < p; j++) r[j] += u * Z[i * p + j];
+            }
+            double s = theta[0] + (1 - theta[0]) * d->eval[k], q = 0;
+            for (int j = 0; j < p; j++) q += r[j] * r[j];
+            tr += q / s;
+        }
+        free(r);
+    }
+    *logp = -(double)n * p * NF_HALF_LOG_2PI - 0.5 * p * nf_dep_log_det(d, theta, NULL) - 0.5 * tr;
+    return NF_OK;
+}
+
+/* ---- the minibatch estimator -------------------------------------------------------------------- */
+
+void nf_dep_theta(const nf_dep *d, const nf_real *u, double *theta)
+{
+    for (int k = 0; k < d->n_params; k++) theta[k] = sigmoid((double)u[k]);
+}
+
+static double pair_weight(const nf_dep *d, int b) { return b > 1 ? (double)(d->n - 1) / (b - 1) : 0; }
+
+/* ---- kinship batches through the eigenbasis: O(b n p), no b x b block ----------------------------
+ * With U_i the row of point i in U, w_k = 1/s_k and V = sum_{i in B} U_i^T z_i (n x p):
+ *   Y_i = U_i (w o V) = sum_{j in B} A_ij z_j;  a_i = A_ii = sum_k U_ik^2 w_k;
+ *   sum_{j != i} A_ij z_i.z_j = z_i.Y_i - a_i |z_i|^2.
+ * Backward: Y'_i = U_i (w o sum_j U_j^T dt_j z_j) = sum_j A_ij dt_j z_j, so
+ *   dz_i = -dt_i a_i z_i - (c/2) [dt_i (Y_i - a_i z_i) + Y'_i - a_i dt_i z_i];
+ * and for lambda the same with w'_k = dw_k/dlambda = -(1 - e_k)/s_k^2 in place of w.
+ * Each product is one pass over the batch's rows of U with p (the data's width, small) accumulators:
+ * written as loops that read each row once (in double), which beat nf_gemm's packing for p of a
+ * few; the weights w, w' are recomputed only when lambda changes. */
+static int kin_reserve(nf_dep *d, int b, int p)
+{
+    size_t n = d->n, need = 2 * n * p + 2 * n + 2 * (size_t)b * p + 2 * (size_t)b;
+    if (need > d->cap_kd) {
+        double *w = realloc(d->kd, need * sizeof *w);
+        if (!w) return nf_error(NF_ENOMEM, "out of memory for a kinship batch of %d points", b);
+        d->kd = w;
+        d->cap_kd = need;
+        d->kin_lam = NAN;
+    }
+    return NF_OK;
+}
+
+/* Workspace: w, w' (n each), V, T (n x p each), Y, Y2 (b x p each), a, a' (b each). */
+#define KIN_W(d) ((d)->kd)
+#define KIN_WD(d) ((d)->kd + (d)->n)
+#define KIN_V(d) ((d)->kd + 2 * (d)->n)
+#define KIN_T(d, p) (KIN_V(d) + (d)->n * (size_t)(p))
+#define KIN_Y(d, p) (KIN_T(d, p) + (d)->n * (size_t)(p))
+#define KIN_Y2(d, b, p) (KIN_Y(d, p) + (size_t)(b) * (p))
+#define KIN_A(d, b, p) (KIN_Y2(d, b, p) + (size_t)(b) * (p))
+
+static void kin_weights(nf_dep *d)
+{
+    double lam = d->theta[0];
+    if (lam == d->kin_lam) return;
+    double *w = KIN_W(d), *wd = KIN_WD(d);
+    for (size_t k = 0; k < d->n; k++) {
+        double s = lam + (1 - lam) * d->eval[k];
+        w[k] = 1 / s;
+        wd[k] = -(1 - d->eval[k]) / (s * s);
+    }
+    d->kin_lam = lam;
+}
+
+/* out (n x p) = sum_i U_{idx_i}^T (g_i x_i), g NULL meaning 1 */
+static void kin_gather(const nf_dep *d, double *out, const nf_real *x, const nf_real *g, const size_t *idx, int b,
+                       int p)
+{
+    size_t n = d->n;
+    memset(out, 0, n * p * sizeof *out);
+    for (int i = 0; i < b; i++) {
+        const nf_real *Ui = d->evec_r + idx[i] * n;
+        double xi[16];
+        for (int j0 = 0; j0 < p; j0 += 16) {
+            int m = p - j0 < 16 ? p - j0 : 16;
+            for (int j = 0; j < m; j++) xi[j] = (g ? (double)g[i] : 1.0) * x[(size_t)i * p + j0 + j];
+            for (size_t k = 0; k < n; k++) {
+                double u = Ui[k];
+                double *o = out + k * p + j0;
+                for (int j = 0; j < m; j++) o[j] += u * xi[j];
+            }
+        }
+    }
+}
+
+/* T = f o V, then out_i = U_{idx_i} T (b x p) and diag_i = sum_k U_ik^2 f_k (diag may be NULL). */
+static void kin_scatter(nf_dep *d, double *out, double *diag, const double *f, const double *V, const size_t *idx,
+                        int b, int p)
+{
+    size_t n = d->n;
+    double *T = KIN_T(d, p);
+    for (size_t k = 0; k < n; k++)
+        for (int j = 0; j < p; j++) T[k * p + j] = f[k] * V[k * p + j];
+    for (int i = 0; i < b; i++) {
+        const nf_real *Ui = d->evec_r + idx[i] * n;
+        double *o = out + (size_t)i * p, a = 0;
+        for (int j = 0; j < p; j++) o[j] = 0;
+        for (size_t k = 0; k < n; k++) {
+            double u = Ui[k];
+            const double *t = T + k * p;
+            for (int j = 0; j < p; j++) o[j] += u * t[j];
+            a += u * u * f[k];
+        }
+        if (diag) diag[i] = a;
+    }
+}
+
+static int kin_log_prob(nf_dep *d, nf_real *t, const nf_real *z, const size_t *idx, int b, int p, double base,
+                        double c)
+{
+    NF_TRY(kin_reserve(d, b, p));
+    kin_weights(d);
+    double *V = KIN_V(d), *Y = KIN_Y(d, p), *a = KIN_A(d, b, p);
+    kin_gather(d, V, z, NULL, idx, b, p);
+    kin_scatter(d, Y, a, KIN_W(d), V, idx, b, p);
+    int bad = -1;
+    for (int i = 0; i < b; i++) {
+        double q = 0, zy = 0;
+        for (int j = 0; j < p; j++) {
+            q += (double)z[(size_t)i * p + j] * z[(size_t)i * p + j];
+            zy += (double)z[(size_t)i * p + j] * Y[(size_t)i * p + j];
+        }
+        double ti = base - 0.5 * (a[i] * q + c * (zy - a[i] * q));
+        t[i] = (nf_real)ti;
+        if (!isfinite(ti) && bad < 0) bad = i;
+    }
+    d->kin_b = b;
+    if (bad >= 0) return nf_error(NF_ENONFINITE, "dependent log-density of batch row %d is not finite", bad);
+    return NF_OK;
+}
+
+static void kin_backward(nf_dep *d, nf_real *dz, double *dlam, const nf_real *dt, const nf_real *z, const size_t *idx,
+                         int b, int p, double c)
+{
+    kin_weights(d);
+    double *V = KIN_V(d), *Y = KIN_Y(d, p), *Y2 = KIN_Y2(d, b, p), *a = KIN_A(d, b, p), *da = a + b;
+    if (dz) {
+        /* Y2 = Y'; V stays for the lambda part, so the sum over j goes into T (scaled there in place) */
+        double *S = KIN_T(d, p);
+        kin_gather(d, S, z, dt, idx, b, p);
+        kin_scatter(d, Y2, NULL, KIN_W(d), S, idx, b, p);
+        for (int i = 0; i < b; i++) {
+            double g = dt[i];
+            for (int j = 0; j < p; j++) {
+                size_t at = (size_t)i * p + j;
+                double zi = z[at];
+                dz[at] += (nf_real)(-g * a[i] * zi - 0.5 * c * (g * (Y[at] - a[i] * zi) + Y2[at] - a[i] * g * zi));
+            }
+        }
+    }
+    if (dlam) {
+        kin_scatter(d, Y2, da, KIN_WD(d), V, idx, b, p);
+        double s = 0;
+        for (int i = 0; i < b; i++) {
+            double q = 0, zy = 0;
+            for (int j = 0; j < p; j++) {
+                q += (double)z[(size_t)i * p + j] * z[(size_t)i * p + j];
+                zy += (double)z[(size_t)i * p + j] * Y2[(size_t)i * p + j];
+            }
+            s += -0.5 * dt[i] * (da[i] * q + c * (zy - da[i] * q));
+        }
+        *dlam += s;
+    }
+}
+
+/* ---- equi batches by block sums: O(b p) ---------------------------------------------------------
+ * A_ij within a block is one number a (A_ii = d), so with S_c = sum of the batch's z_j in block c
+ * and T_c = sum of dt_j z_j there:
+ *   sum_{j != i} A_ij z_i.z_j = a (z_i.S_c - |z_i|^2),
+ *   dz_i = -dt_i d z_i - (c/2) a [dt_i (S_c - z_i) + T_c - dt_i z_i],
+ *   dt/drho_c through d' and a' in place of d and a. */
+static int equi_reserve(nf_dep *d, int p)
+{
+    size_t need = 2 * (size_t)d->n_blocks * p;
+    if (need > d->cap_es) {
+        double *e = realloc(d->es, need * sizeof *e);
+        if (!e) return nf_error(NF_ENOMEM, "out of memory for the block sums of %d blocks", d->n_blocks);
+        d->es = e;
+        d->cap_es = need;
+    }
+    return NF_OK;
+}
+
+/* out_c = sum over the batch's points i in block c of g_i x_i (g NULL: 1), for the blocks in the batch */
+static void equi_sums(const nf_dep *d, double *out, const nf_real *x, const nf_real *g, const size_t *idx, int b, int p)
+{
+    for (int i = 0; i < b; i++) memset(out + (size_t)d->block[idx[i]] * p, 0, (size_t)p * sizeof *out);
+    for (int i = 0; i < b; i++) {
+        double *o = out + (size_t)d->block[idx[i]] * p, w = g ? (double)g[i] : 1.0;
+        for (int j = 0; j < p; j++) o[j] += w * x[(size_t)i * p + j];
+    }
+}
+
+static void equi_point(const nf_dep *d, size_t point, double *a_ii, double *a_ij, double *da_ii, double *da_ij)
+{
+    int c = d->block[point];
+    equi_entries((double)d->block_size[c], d->theta[d->per_block ? c : 0], a_ii, a_ij, da_ii, da_ij);
+}
+
+static int equi_log_prob(nf_dep *d, nf_real *t, const nf_real *z, const size_t *idx, int b, int p, double base,
+                         double c)
+{
+    NF_TRY(equi_reserve(d, p));
+    double *S = d->es;
+    equi_sums(d, S, z, NULL, idx, b, p);
+    int bad = -1;
+    for (int i = 0; i < b; i++) {
+        double a_ii, a_ij, da_ii, da_ij, q = 0, zs = 0;
+        equi_point(d, idx[i], &a_ii, &a_ij, &da_ii, &da_ij);
+        const double *Sc = S + (size_t)d->block[idx[i]] * p;
+        for (int j = 0; j < p; j++) {
+            double zj = z[(size_t)i * p + j];
+            q += zj * zj;
+            zs += zj * Sc[j];
+        }
+        double ti = base - 0.5 * (a_ii * q + c * a_ij * (zs - q));
+        t[i] = (nf_real)ti;
+        if (!isfinite(ti) && bad < 0) bad = i;
+    }
+    d->equi_b = b;
+    if (bad >= 0) return nf_error(NF_ENONFINITE, "dependent log-density of batch row %d is not finite", bad);
+    return NF_OK;
+}
+
+static void equi_backward(nf_dep *d, nf_real *dz, double *dtheta, const nf_real *dt, const nf_real *z,
+                          const size_t *idx, int b, int p, double c)
+{
+    double *S = d->es, *T = d->es + (size_t)d->n_blocks * p;
+    if (dz) equi_sums(d, T, z, dt, idx, b, p);
+    for (int i = 0; i < b; i++) {
+        double a_ii, a_ij, da_ii, da_ij, g = dt[i];
+        equi_point(d, idx[i], &a_ii, &a_ij, &da_ii, &da_ij);
+        size_t blk = (size_t)d->block[idx[i]] * p;
+        const double *Sc = S + blk, *Tc = T + blk;
+        if (dz)
+            for (int j = 0; j < p; j++) {
+                size_t at = (size_t)i * p + j;
+                double zi = z[at];
+                dz[at] += (nf_real)(-g * a_ii * zi - 0.5 * c * a_ij * (g * (Sc[j] - zi) + Tc[j] - g * zi));
+            }
+        if (dtheta) {
+            double q = 0, zs = 0;
+            for (int j = 0; j < p; j++) {
+                double zj = z[(size_t)i * p + j];
+                q += zj * zj;
+                zs += zj * Sc[j];
+            }
+            dtheta[nf_dep_param_of(d, idx[i])] += -0.5 * g * (da_ii * q + c * da_ij * (zs - q));
+        }
+    }
+}
+
+/* t_i = -(p/2) log 2pi - (p/(2n)) log det Sigma - 1/2 [A_ii G_ii + c sum_{j != i} A_ij G_ij], G = Z Z^T. */
+int nf_dep_batch_log_prob(nf_dep *d, const nf_real *u, nf_real *t, const nf_real *z, const size_t *idx, int b, int p)
+{
+    if (b < 1) return nf_error(NF_EINVAL, "dependent log-likelihood of an empty batch");
+    nf_dep_theta(d, u, d->theta);
+    if (d->kind == NF_DEP_EQUI) {
+        NF_TRY(check_idx(d, idx, b));
+        double base = -p * NF_HALF_LOG_2PI - 0.5 * p / (double)d->n * nf_dep_log_det(d, d->theta, NULL);
+        return equi_log_prob(d, t, z, idx, b, p, base, pair_weight(d, b));
+    }
+    if (d->kind == NF_DEP_KINSHIP && !d->use_cache) {
+        NF_TRY(check_idx(d, idx, b));
+        double base = -p * NF_HALF_LOG_2PI - 0.5 * p / (double)d->n * nf_dep_log_det(d, d->theta, NULL);
+        return kin_log_prob(d, t, z, idx, b, p, base, pair_weight(d, b));
+    }
+    NF_TRY(reserve(d, b));
+    NF_TRY(nf_dep_precision(d, d->theta, idx, b, d->A, NULL));
+    nf_gemm(0, 1, b, b, p, 1, z, p, z, p, 0, d->G, b);
+    double base = -p * NF_HALF_LOG_2PI - 0.5 * p / (double)d->n * nf_dep_log_det(d, d->theta, NULL);
+    double c = pair_weight(d, b);
+    int bad = -1;
+    for (int i = 0; i < b; i++) {
+        const double *Ai = d->A + (size_t)i * b;
+        const nf_real *Gi = d->G + (size_t)i * b;
+        double cross = 0;
+        for (int j = 0; j < b; j++)
+            if (j != i) cross += Ai[j] * Gi[j];
+        double ti = base - 0.5 * (Ai[i] * Gi[i] + c * cross);
+        t[i] = (nf_real)ti;
+        if (!isfinite(ti) && bad < 0) bad = i;
+    }
+    if (bad >= 0) return nf_error(NF_ENONFINITE, "dependent log-density of batch row %d is not finite", bad);
+    return NF_OK;
+}
+
+/* dz = -M Z with M_ii = dt_i A_ii, M_ij = (c/2)(dt_i + dt_j) A_ij (A symmetric); the parameter part as
+ * in dependent.h, chained through dtheta/du = theta (1 - theta). */
+int nf_dep_batch_backward(nf_dep *d, const nf_real *u, nf_real *dz, nf_real *du, const nf_real *dt, const nf_real *z,
+                          const size_t *idx, int b, int p)
+{
+    double c = pair_weight(d, b);
+    if (d->kind == NF_DEP_EQUI) {
+        if (b < 1 || b != d->equi_b) return nf_error(NF_EINVAL, "dependent backward without a matching log_prob");
+        nf_dep_theta(d, u, d->theta);
+        if (du) {
+            double sum_dt = 0;
+            for (int i = 0; i < b; i++) sum_dt += dt[i];
+            nf_dep_log_det(d, d->theta, d->dtheta);
+            for (int k = 0; k < d->n_params; k++) d->dtheta[k] *= -0.5 * p / (double)d->n * sum_dt;
+        }
+        equi_backward(d, dz, du ? d->dtheta : NULL, dt, z, idx, b, p, c);
+        for (int k = 0; du && k < d->n_params; k++)
+            du[k] += (nf_real)(d->dtheta[k] * d->theta[k] * (1 - d->theta[k]));
+        return NF_OK;
+    }
+    if (d->kind == NF_DEP_KINSHIP && !d->use_cache) {
+        if (b < 1 || b != d->kin_b) return nf_error(NF_EINVAL, "dependent backward without a matching log_prob");
+        nf_dep_theta(d, u, d->theta);
+        double dlam = 0, dl = 0;
+        kin_backward(d, dz, du ? &dlam : NULL, dt, z, idx, b, p, c);
+        if (du) {
+            double sum_dt = 0;
+            for (int i = 0; i < b; i++) sum_dt += dt[i];
+            nf_dep_log_det(d, d->theta, &dl);
+            dlam += -0.5 * p / (double)d->n * sum_dt * dl;
+            du[0] += (nf_real)(dlam * d->theta[0] * (1 - d->theta[0]));
+        }
+        return NF_OK;
+    }
+    if (b < 1 || b > d->cap_b) return nf_error(NF_EINVAL, "dependent backward without a matching log_prob");
+    if (dz) {
+        for (int i = 0; i < b; i++)
+            for (int j = 0; j < b; j++) {
+                double a = d->A[(size_t)i * b + j];
+                d->M[(size_t)i * b + j] = (nf_real)(i == j ? dt[i] * a : 0.5 * c * ((double)dt[i] + dt[j]) * a);
+            }
+        nf_gemm(0, 0, b, p, b, -1, d->M, b, z, p, 1, dz, p);
+    }
+    if (du) {
+        nf_dep_theta(d, u, d->theta);
+        NF_TRY(nf_dep_precision(d, d->theta, idx, b, NULL, d->dA));
+        nf_dep_log_det(d, d->theta, d->dtheta);
+        double sum_dt = 0;
+        for (int i = 0; i < b; i++) sum_dt += dt[i];
+        for (int k = 0; k < d->n_params; k++) d->dtheta[k] *= -0.5 * p / (double)d->n * sum_dt;
+        for (int i = 0; i < b; i++) {
+            const double *dAi = d->dA + (size_t)i * b;
+            const nf_real *Gi = d->G + (size_t)i * b;
+            double cross = 0;
+            for (int j = 0; j < b; j++)
+                if (j != i) cross += dAi[j] * Gi[j];
+            d->dtheta[nf_dep_param_of(d, idx[i])] += -0.5 * dt[i] * (dAi[i] * Gi[i] + c * cross);
+        }
+        for (int k = 0; k < d->n_params; k++)
+            du[k] += (nf_real)(d->dtheta[k] * d->theta[k] * (1 - d->theta[k]));
+    }
+    return NF_OK;
+}
+
+/* ---- the flow base ------------------------------------------------------------------------------ */
+
+typedef struct {
+    nf_dep *dep;        /* attached structure (not owned), NULL until attached */
+    int n_params, learn;
+    size_t off;         /* theta's unconstrained entries u in P (learn) or S (fixed) */
+    nf_real *capture;   /* where log_prob copies the latents, NULL: nowhere */
+} dep_base;
+
+static nf_params *store(const nf_dist *d) { return ((const dep_base *)d->state)->learn ? d->P : d->S; }
+
+static int base_create(nf_dist *d, nf_opts *opts, nf_rng *rng)
+{
+    (void)rng;
+    d->ctx_dim = 0;
+    int k;
+    double init;
+    NF_TRY(nf_opts_int(opts, "params", 1, 1, 1 << 30, &k));
+    NF_TRY(nf_opts_double(opts, "init", 0, -30, 30, &init));
+    int learn;
+    NF_TRY(nf_opts_int(opts, "learn", 1, 0, 1, &learn));
+    dep_base *s = nf_calloc(1, sizeof *s, "dependent base");
+    if (!s) return NF_ENOMEM;
+    s->n_params = k;
+    s->learn = learn;
+    d->state = s;
+    char name[NF_PARAM_NAME_MAX];
+    snprintf(name, sizeof name, "%s.theta", d->name);
+    int rc = nf_params_add(store(d), name, (size_t)k, &s->off);
+    if (rc != NF_OK) {
+        free(s);
+        d->state = NULL;
+        return rc;
+    }
+    for (int i = 0; i < k; i++) store(d)->value[s->off + i] = (nf_real)init;
+    return NF_OK;
+}
+
+static void base_destroy(nf_dist *d)
+{
+    free(d->state);
+    d->state = NULL;
+}
+
+int nf_dist_dependent_attach(nf_dist *base, nf_dep *dep)
+{
+    if (base->type != &nf_dist_dependent) return nf_error(NF_EINVAL, "%s is not a dependent base", base->name);
+    dep_base *s = base->state;
+    if (dep && dep->n_params != s->n_params)
+        return nf_error(NF_EINVAL, "%s has %d dependence parameters but the structure needs %d", base->name,
+                        s->n_params, dep->n_params);
+    s->dep = dep;
+    return NF_OK;
+}
+
+int nf_dist_dependent_params(const nf_dist *base, int *n_params, nf_real **u, int *learned)
+{
+    if (base->type != &nf_dist_dependent) return nf_error(NF_EINVAL, "%s is not a dependent base", base->name);
+    const dep_base *s = base->state;
+    if (n_params) *n_params = s->n_params;
+    if (u) *u = store(base)->value + s->off;
+    if (learned) *learned = s->learn;
+    return NF_OK;
+}
+
+int nf_dist_dependent_capture(nf_dist *base, nf_real *z)
+{
+    if (base->type != &nf_dist_dependent) return nf_error(NF_EINVAL, "%s is not a dependent base", base->name);
+    ((dep_base *)base->state)->capture = z;
+    return NF_OK;
+}
+
+/* idx NULL or no structure: log N(z; 0, I) = -1/2 |z|^2 - (p/2) log 2pi (every point's marginal). */
+static int base_log_prob(nf_dist *d, nf_real *logp, const nf_real *z, const nf_real *ctx, const size_t *idx, int n)
+{
+    (void)ctx;
+    dep_base *s = d->state;
+    const int p = d->dim;
+    if (s->capture) memcpy(s->capture, z, (size_t)n * p * sizeof *z);
+    if (idx && s->dep) {
+        int rc = nf_dep_batch_log_prob(s->dep, store(d)->value + s->off, logp, z, idx, n, p);
+        return rc == NF_OK ? NF_OK : nf_error_context(rc, "%s", d->name);
+    }
+    for (int i = 0; i < n; i++) {
+        double q = 0;
+        for (int j = 0; j < p; j++) q += (double)z[(size_t)i * p + j] * z[(size_t)i * p + j];
+        logp[i] = (nf_real)(-0.5 * q - p * NF_HALF_LOG_2PI);
+        if (!isfinite(logp[i]))
+            return nf_error(NF_ENONFINITE, "%s: log-density of row %d is not finite (non-finite latent)", d->name, i);
+    }
+    return NF_OK;
+}
+
+static int base_backward(nf_dist *d, nf_real *dz, nf_real *dctx, const nf_real *dlogp, const nf_real *z,
+                         const nf_real *ctx, const size_t *idx, int n)
+{
+    (void)dctx, (void)ctx;
+    dep_base *s = d->state;
+    if (idx && s->dep)
+        return nf_dep_batch_backward(s->dep, store(d)->value + s->off, dz, s->learn ? d->P->grad + s->off : NULL,
+                                     dlogp, z, idx, n, d->dim);
+    if (dz)
+        for (size_t k = 0; k < (size_t)n * d->dim; k++) dz[k] -= dlogp[k / d->dim] * z[k];
+    return NF_OK;
+}
+
+/* Sampling draws the marginal N(0, I) of a new point. */
+static int base_sample(nf_dist *d, nf_real *z, nf_real *logp, const nf_real *ctx, int n, nf_rng *rng)
+{
+    (void)ctx;
+    if (!rng) return nf_error(NF_EINVAL, "%s: sampling needs a random stream", d->name);
+    nf_rng_fill_normal(rng, z, (size_t)n * d->dim);
+    return logp ? base_log_prob(d, logp, z, NULL, NULL, n) : NF_OK;
+}
+
+static int base_sample_backward(nf_dist *d, nf_real *dctx, const nf_real *dz, const nf_real *dlogp, const nf_real *z,
+                                const nf_real *ctx, int n)
+{
+    (void)d, (void)dctx, (void)dz, (void)dlogp, (void)z, (void)ctx, (void)n;
+    return NF_OK;
+}
+
+const nf_dist_type nf_dist_dependent = {
+    .name = "dependent",
+    .options_help = "params=K (dependence parameters), init=U (their starting logit), learn=1|0 (trained, or "
+                    "fixed state)",
+    .create = base_create,
+    .destroy = base_destroy,
+    .log_prob = base_log_prob,
+    .backward = base_backward,
+    .sample = base_sample,
+    .sample_backward = base_sample_backward,
+};

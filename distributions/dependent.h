@@ -1,0 +1,132 @@
+/* distributions/dependent.h - dependence between data points: the sample covariance Sigma (n x n) of
+ * the latents of a flow trained on dependent data (Kirchler, Lippert, Kloft, ICML 2023), its algebra,
+ * and the unbiased minibatch estimator of the joint log-likelihood.
+ *
+ * The latents Z (n x p) of the n training points are jointly Gaussian, vec(Z) ~ N(0, I_p kron Sigma),
+ * with Sigma_ii = 1 (so every point's latent is N(0, I) marginally, the i.i.d. density of a new point):
+ *
+ *   log p(Z) = -(np/2) log 2pi - (p/2) log det Sigma - 1/2 tr(Z^T A Z),   A = Sigma^-1.
+ *
+ * Two structures (nf_dep), each with its parameters theta in (0, 1):
+ *
+ *   equi     block equicorrelation: a group per point; within a block of size m
+ *            Sigma_b = (1 - rho) I + rho 11^T,
+ *            det Sigma_b = (1 - rho)^(m-1) (1 + (m-1) rho),
+ *            A_b = [I - rho / (1 + (m-1) rho) 11^T] / (1 - rho),
+ *            one rho shared by every block or one per block (theta = rho);
+ *   kinship  Sigma = lambda I + (1 - lambda) K with a known symmetric PSD K = U diag(e) U^T (one
+ *            eigendecomposition, LAPACK dsyevd): s_k = lambda + (1 - lambda) e_k,
+ *            log det Sigma = sum_k log s_k,  A_ij = sum_k U_ik U_jk / s_k  (theta = lambda).
+ *
+ * The minibatch estimator: for a batch B of b distinct points drawn uniformly, point i in B gets
+ *
+ *   t_i = -(p/2) log 2pi - (p/(2n)) log det Sigma
+ *         - 1/2 [A_ii |z_i|^2 + ((n-1)/(b-1)) sum_{j in B, j != i} A_ij z_i.z_j],
+ *
+ * and (n/b) sum_{i in B} t_i is unbiased for log p(Z) (a pair i != j is in B with probability
+ * b(b-1)/(n(n-1))).  A flow adds log|det J(x_i)| to t_i.  The parameters are trained through
+ * theta = sigmoid(u); nf_dep_batch_backward returns dL/dz (to chain through the flow) and dL/du.
+ * A batch of one point has no pair term (then the estimator is biased; trainers use b >= 2).
+ *
+ * Cost of a batch: equi O(b p) (sums of the batch's latents per block); kinship O(b n p) through the eigenbasis (never forming A), or, with a fixed lambda and
+ * nf_dep_kinship_cache, O(b^2 p) by looking entries up in the whole A (n^2 memory, one n^3 product).
+ *
+ * An nf_dep keeps a per-batch workspace (grown when a larger batch arrives): one instance must not
+ * be used from two threads at once.  Points are indexed 0..n-1 in the order of the training source.
+ */
+#ifndef NF_DEPENDENT_H
+#define NF_DEPENDENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "distributions/dist.h"
+
+typedef enum nf_dep_kind { NF_DEP_EQUI = 1, NF_DEP_KINSHIP = 2 } nf_dep_kind;
+
+typedef struct nf_dep {
+    nf_dep_kind kind;
+    size_t n;               /* points */
+    int n_params;           /* entries of theta: equi 1 or n_blocks, kinship 1 */
+    /* equi */
+    int n_blocks, per_block;
+    int *block;             /* (n) block of each point, 0..n_blocks-1 in order of first appearance */
+    size_t *block_size;     /* (n_blocks) */
+    /* kinship */
+    double *eval;           /* (n) eigenvalues of K, ascending (tiny negative rounding set to 0) */
+    double *evec;           /* (n, n) row-major: row i holds U_i., point i in the eigenbasis */
+    nf_real *evec_r;        /* the same as nf_real, for nf_gemm */
+    /* per-batch workspace (internal) */
+    int cap_b;
+    size_t cap_w;
+    double *A, *dA;         /* (b, b) precision entries of the batch and d/dtheta of each */
+    int *blk;               /* (b) equi: the batch's blocks */
+    double *es;             /* equi batches: block sums (2, n_blocks, p) */
+    size_t cap_es;
+    int equi_b;
+    double *theta, *dtheta; /* (n_params) */
+    nf_real *G, *M, *W;     /* (b, b) Gram z_i.z_j, (b, b) backward weights, (2, b, n) rows of U */
+    double *kd;             /* kinship batches: weights (2, n), products (2, n, p), (2, b, p), (2, b) */
+    size_t cap_kd;
+    double kin_lam;         /* lambda of the weights in kd */
+    int kin_b;
+    int use_cache;          /* kinship: look precisions up in the whole A (nf_dep_kinship_cache) */
+    nf_real *Acache;        /* (n, n) A at cache_lam */
+    double cache_lam;
+} nf_dep;
+
+/* Block equicorrelation from a group id per point (any int64 values; equal ids share a block).
+ * per_block: one rho per block (1) or one shared (0). */
+int nf_dep_equi_create(nf_dep **out, const int64_t *group, size_t n, int per_block);
+/* Kinship mixture from K (rows x cols, row-major) for n points: an error unless K is n x n,
+ * finite, symmetric (to 1e-9 relative) and positive semi-definite (smallest eigenvalue at least
+ * -1e-8 relative to the largest). */
+int nf_dep_kinship_create(nf_dep **out, const double *K, size_t rows, size_t cols, size_t n);
+void nf_dep_free(nf_dep *d);    /* NULL is harmless */
+
+/* Kinship with a fixed lambda: keep the whole A (n x n, rebuilt by one n^3 product whenever lambda
+ * changes), so a batch costs O(b^2 p) like equi instead of O(b n p) through the eigenbasis.  For
+ * n <= 16384; on = 0 frees it.  (A learned lambda changes every step: leave it off.) */
+int nf_dep_kinship_cache(nf_dep *d, int on);
+/* Which entry of theta point i's precision row depends on (equi per block: its block; else 0). */
+int nf_dep_param_of(const nf_dep *d, size_t i);
+/* log det Sigma(theta); dlogdet (n_params, may be NULL) WRITTEN with d log det / d theta. */
+double nf_dep_log_det(const nf_dep *d, const double *theta, double *dlogdet);
+/* A_ij and dA_ij / dtheta_{param_of(i)} for every pair of the points idx[0..b-1] (row-major b x b;
+ * dA may be NULL); zero across equi blocks. */
+int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, double *A, double *dA);
+/* The full joint log p(Z) of the latents Z (n x p) of all points (no log|det J|): O(n p) for equi,
+ * O(n^2 p) for kinship (through the rotated latents U^T Z). */
+int nf_dep_joint_log_prob(const nf_dep *d, const double *theta, const nf_real *Z, int p, double *logp);
+
+/* theta = sigmoid(u) for the n_params entries of u. */
+void nf_dep_theta(const nf_dep *d, const nf_real *u, double *theta);
+/* The estimator's terms t_i (above) for the batch of points idx (b distinct, each < n) with latents
+ * z (b x p), parameters u (n_params, unconstrained): WRITES t (b). */
+int nf_dep_batch_log_prob(nf_dep *d, const nf_real *u, nf_real *t, const nf_real *z, const size_t *idx, int b,
+                          int p);
+/* After nf_dep_batch_log_prob on the same batch: given dL/dt (b), ACCUMULATE dz (b x p) and du
+ * (n_params), either may be NULL.
+ *   dz_i = -dt_i A_ii z_i - (c/2) sum_{j != i} (dt_i + dt_j) A_ij z_j,   c = (n-1)/(b-1)
+ *   du_k = sigmoid'(u_k) [ -(p/(2n)) (sum_i dt_i) dlogdet/dtheta_k
+ *          - 1/2 sum_{i: param_of(i) = k} dt_i (dA_ii |z_i|^2 + c sum_{j != i} dA_ij z_i.z_j) ] */
+int nf_dep_batch_backward(nf_dep *d, const nf_real *u, nf_real *dz, nf_real *du, const nf_real *dt,
+                          const nf_real *z, const size_t *idx, int b, int p);
+
+/* ---- as a flow's base ---------------------------------------------------------------------------
+ * nf_dist_dependent: a base of p dimensions whose log_prob with the rows' indices is the estimator's
+ * t_i and without them (idx NULL: new points) the marginal N(0, I); sample draws the marginal.  Its
+ * parameters u ("<name>.theta", n_params entries from option params=K, default 1, starting at
+ * u = init, option init=X, default 0) live in the model's parameter store P (learn=1, the default)
+ * or, held fixed, in its state store S (learn=0); the structure is attached after creation (not
+ * owned) with nf_dist_dependent_attach, and must have the same number of parameters.
+ * Not in nf_dist_types[]: a model kind puts it under a flow (training/model_dependent.h). */
+extern const nf_dist_type nf_dist_dependent;
+int nf_dist_dependent_attach(nf_dist *base, nf_dep *dep);
+/* A dependent base's parameters: how many, their unconstrained values u (in P or S; may be NULL),
+ * and whether they are trained. */
+int nf_dist_dependent_params(const nf_dist *base, int *n_params, nf_real **u, int *learned);
+/* Copy every later log_prob's latents z (n x p) into `z` (NULL: stop); the caller sizes it. */
+int nf_dist_dependent_capture(nf_dist *base, nf_real *z);
+
+#endif

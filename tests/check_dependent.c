@@ -1,0 +1,486 @@
+/* tests/check_dependent.c - dependence structures and the minibatch estimator (distributions/dependent.h):
+ * block-equicorrelation and kinship log-determinants and precisions against GSL's Cholesky of the dense
+ * Sigma, their theta-derivatives against finite differences, the joint log-likelihood against the dense
+ * formula, unbiasedness of the minibatch estimator (its mean over every batch of a small n equals the
+ * joint log-likelihood), finite-difference gradients of the estimator with respect to the latents and
+ * the parameters (alone and as a flow's base, through the flow), and the errors for a kinship matrix
+ * that is not square, of the wrong size, not symmetric or not positive semi-definite. */
+#include <check.h>
+#include <gsl/gsl_linalg.h>
+#include <gsl/gsl_matrix.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "distributions/dependent.h"
+#include "flows/flow.h"
+#include "tests/testutil.h"
+
+#ifdef NF_DOUBLE
+#define TOL 1e-10
+#define TOL_FD 1e-6
+#define TOL_UNBIASED 1e-10
+#else
+#define TOL 2e-5
+#define TOL_FD 3e-2
+#define TOL_UNBIASED 2e-4
+#endif
+
+/* Arbitrary ids: blocks of sizes 5, 3, 2, 1, 1 (in order of first appearance: 42, 7, -3, 100, 5). */
+static const int64_t groups[] = {42, 7, 42, -3, 7, 42, 100, 7, 42, -3, 5, 42};
+#define NG ((size_t)(sizeof groups / sizeof groups[0]))
+
+/* K = B B^T / r normalised to unit diagonal, B (n x r) with r < n: PSD with n - r zero eigenvalues. */
+static double *kinship_matrix(size_t n, size_t r, uint64_t seed)
+{
+    nf_real *B = malloc(n * r * sizeof *B);
+    double *K = malloc(n * n * sizeof *K);
+    nf_test_fill_normal(B, n * r, 1.0, seed);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            double s = 0;
+            for (size_t k = 0; k < r; k++) s += (double)B[i * r + k] * B[j * r + k];
+            K[i * n + j] = s;
+        }
+    double *dg = malloc(n * sizeof *dg);
+    for (size_t i = 0; i < n; i++) dg[i] = sqrt(K[i * n + i]);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) K[i * n + j] /= dg[i] * dg[j];
+    free(dg);
+    free(B);
+    return K;
+}
+
+/* The dense Sigma of a structure at theta. */
+static gsl_matrix *dense_sigma(const nf_dep *d, const double *theta, const double *K)
+{
+    size_t n = d->n;
+    gsl_matrix *S = gsl_matrix_alloc(n, n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            double v;
+            if (d->kind == NF_DEP_EQUI)
+                v = i == j ? 1 : d->block[i] == d->block[j] ? theta[nf_dep_param_of(d, i)] : 0;
+            else
+                v = (i == j ? theta[0] : 0) + (1 - theta[0]) * K[i * n + j];
+            gsl_matrix_set(S, i, j, v);
+        }
+    return S;
+}
+
+/* log det and A = Sigma^-1 by GSL's Cholesky. */
+static double cholesky_reference(gsl_matrix *S, gsl_matrix **Ainv)
+{
+    size_t n = S->size1;
+    ck_assert_int_eq(gsl_linalg_cholesky_decomp1(S), 0);
+    double L = 0;
+    for (size_t i = 0; i < n; i++) L += 2 * log(gsl_matrix_get(S, i, i));
+    *Ainv = gsl_matrix_alloc(n, n);
+    gsl_matrix_memcpy(*Ainv, S);
+    ck_assert_int_eq(gsl_linalg_cholesky_invert(*Ainv), 0);
+    return L;
+}
+
+/* Compare log det and every precision entry (in a shuffled batch of all points) with the Cholesky. */
+static void check_against_cholesky(nf_dep *d, const double *theta, const double *K)
+{
+    size_t n = d->n;
+    gsl_matrix *S = dense_sigma(d, theta, K), *Ai;
+    double Lref = cholesky_reference(S, &Ai);
+    double L = nf_dep_log_det(d, theta, NULL);
+    ck_assert_msg(nf_test_relerr(L, Lref, 1e-3) < TOL, "log det %.12g, Cholesky %.12g", L, Lref);
+    size_t *idx = malloc(n * sizeof *idx);
+    for (size_t i = 0; i < n; i++) idx[i] = (i * 5 + 3) % n; /* a permutation (n not a multiple of 5) */
+    double *A = malloc(n * n * sizeof *A);
+    ck_assert_int_eq(nf_dep_precision(d, theta, idx, (int)n, A, NULL), NF_OK);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            double ref = gsl_matrix_get(Ai, idx[i], idx[j]);
+            ck_assert_msg(nf_test_relerr(A[i * n + j], ref, 1.0) < TOL * 10, "A[%zu,%zu] = %.12g, Cholesky %.12g",
+                          idx[i], idx[j], A[i * n + j], ref);
+        }
+    free(A);
+    free(idx);
+    gsl_matrix_free(S);
+    gsl_matrix_free(Ai);
+}
+
+START_TEST(test_equi_against_cholesky)
+{
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 1), NF_OK);
+    ck_assert_int_eq(d->n_blocks, 5);
+    ck_assert_int_eq(d->n_params, 5);
+    ck_assert_int_eq((int)d->block_size[0], 5);
+    ck_assert_int_eq((int)d->block_size[1], 3);
+    ck_assert_int_eq(d->block[3], 2);
+    double theta[5] = {0.615, 0.283, 0.947, 0.5, 0.125};
+    check_against_cholesky(d, theta, NULL);
+    nf_dep_free(d);
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 0), NF_OK);
+    ck_assert_int_eq(d->n_params, 1);
+    double shared = 0.7385;
+    check_against_cholesky(d, &shared, NULL);
+    nf_dep_free(d);
+}
+END_TEST
+
+START_TEST(test_kinship_against_cholesky)
+{
+    size_t n = 9;
+    double *K = kinship_matrix(n, 6, 11);
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+    ck_assert_int_eq(d->n_params, 1);
+    const double lambdas[] = {0.0375, 0.385, 0.5, 0.9127};
+    for (int k = 0; k < 4; k++) check_against_cholesky(d, &lambdas[k], K);
+    nf_dep_free(d);
+    free(K);
+}
+END_TEST
+
+/* d log det / d theta and dA / dtheta against central differences. */
+static void check_theta_derivatives(nf_dep *d, const double *theta0)
+{
+    int np = d->n_params;
+    size_t n = d->n;
+    double *th = malloc(np * sizeof *th), *dl = malloc(np * sizeof *dl);
+    double *A1 = malloc(n * n * sizeof *A1), *A2 = malloc(n * n * sizeof *A2), *dA = malloc(n * n * sizeof *dA);
+    size_t *idx = malloc(n * sizeof *idx);
+    for (size_t i = 0; i < n; i++) idx[i] = n - 1 - i;
+    memcpy(th, theta0, np * sizeof *th);
+    nf_dep_log_det(d, th, dl);
+    ck_assert_int_eq(nf_dep_precision(d, th, idx, (int)n, NULL, dA), NF_OK);
+    const double h = 1e-6;
+    for (int k = 0; k < np; k++) {
+        th[k] = theta0[k] + h;
+        double Lp = nf_dep_log_det(d, th, NULL);
+        ck_assert_int_eq(nf_dep_precision(d, th, idx, (int)n, A1, NULL), NF_OK);
+        th[k] = theta0[k] - h;
+        double Lm = nf_dep_log_det(d, th, NULL);
+        ck_assert_int_eq(nf_dep_precision(d, th, idx, (int)n, A2, NULL), NF_OK);
+        th[k] = theta0[k];
+        double fd = (Lp - Lm) / (2 * h);
+        ck_assert_msg(nf_test_relerr(dl[k], fd, 1e-2) < 1e-6, "dlogdet/dtheta_%d = %g, fd %g", k, dl[k], fd);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n; j++) {
+                if (nf_dep_param_of(d, idx[i]) != k) continue;
+                double fdA = (A1[i * n + j] - A2[i * n + j]) / (2 * h);
+                ck_assert_msg(nf_test_relerr(dA[i * n + j], fdA, 1e-2) < 1e-5, "dA[%zu,%zu]/dtheta_%d = %g, fd %g",
+                              i, j, k, dA[i * n + j], fdA);
+            }
+    }
+    free(th), free(dl), free(A1), free(A2), free(dA), free(idx);
+}
+
+START_TEST(test_theta_derivatives)
+{
+#ifndef NF_DOUBLE
+    return; /* kinship precisions go through float products: differences need the double build */
+#endif
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 1), NF_OK);
+    double theta[5] = {0.615, 0.283, 0.947, 0.5, 0.125};
+    check_theta_derivatives(d, theta);
+    nf_dep_free(d);
+    size_t n = 8;
+    double *K = kinship_matrix(n, 5, 23);
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+    double lam = 0.3365;
+    check_theta_derivatives(d, &lam);
+    nf_dep_free(d);
+    free(K);
+}
+END_TEST
+
+/* The joint log-likelihood against -(np/2) log 2pi - (p/2) log det - 1/2 tr(Z^T A Z) with GSL's A. */
+static void check_joint(nf_dep *d, const double *theta, const double *K, int p)
+{
+    size_t n = d->n;
+    nf_real *Z = malloc(n * p * sizeof *Z);
+    nf_test_fill_normal(Z, n * p, 1.1, 5);
+    gsl_matrix *S = dense_sigma(d, theta, K), *Ai;
+    double L = cholesky_reference(S, &Ai), tr = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            for (int k = 0; k < p; k++) tr += gsl_matrix_get(Ai, i, j) * Z[i * p + k] * Z[j * p + k];
+    double ref = -0.5 * n * p * log(2 * M_PI) - 0.5 * p * L - 0.5 * tr, lp;
+    ck_assert_int_eq(nf_dep_joint_log_prob(d, theta, Z, p, &lp), NF_OK);
+    ck_assert_msg(nf_test_relerr(lp, ref, 1.0) < TOL * 10, "joint %.12g, dense %.12g", lp, ref);
+    gsl_matrix_free(S);
+    gsl_matrix_free(Ai);
+    free(Z);
+}
+
+START_TEST(test_joint_log_prob)
+{
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 1), NF_OK);
+    double theta[5] = {0.615, 0.283, 0.947, 0.5, 0.125};
+    check_joint(d, theta, NULL, 3);
+    nf_dep_free(d);
+    size_t n = 10;
+    double *K = kinship_matrix(n, 7, 31);
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+    double lam = 0.615;
+    check_joint(d, &lam, K, 2);
+    nf_dep_free(d);
+    free(K);
+}
+END_TEST
+
+/* Mean over every subset B of size b of (n/b) sum_{i in B} t_i equals the joint log-likelihood. */
+static void check_unbiased(nf_dep *d, const nf_real *u, int b, int p)
+{
+    size_t n = d->n;
+    nf_real *Z = malloc(n * p * sizeof *Z), *zb = malloc((size_t)b * p * sizeof *zb), *t = malloc(b * sizeof *t);
+    nf_test_fill_normal(Z, n * p, 0.9, 77);
+    size_t idx[32];
+    int pos[32];
+    for (int i = 0; i < b; i++) pos[i] = i;
+    double sum = 0;
+    long count = 0;
+    for (;;) {
+        /* the batch in reversed order: nothing may assume sorted indices */
+        for (int i = 0; i < b; i++) idx[i] = (size_t)pos[b - 1 - i];
+        for (int i = 0; i < b; i++) memcpy(zb + (size_t)i * p, Z + idx[i] * p, p * sizeof *zb);
+        ck_assert_int_eq(nf_dep_batch_log_prob(d, u, t, zb, idx, b, p), NF_OK);
+        double s = 0;
+        for (int i = 0; i < b; i++) s += t[i];
+        sum += (double)n / b * s;
+        count++;
+        int k = b - 1;
+        while (k >= 0 && pos[k] == (int)n - b + k) k--;
+        if (k < 0) break;
+        pos[k]++;
+        for (int j = k + 1; j < b; j++) pos[j] = pos[j - 1] + 1;
+    }
+    double theta[64], joint;
+    nf_dep_theta(d, u, theta);
+    ck_assert_int_eq(nf_dep_joint_log_prob(d, theta, Z, p, &joint), NF_OK);
+    ck_assert_msg(nf_test_relerr(sum / count, joint, 1.0) < TOL_UNBIASED,
+                  "b = %d: mean over %ld batches %.12g, joint %.12g", b, count, sum / count, joint);
+    free(Z), free(zb), free(t);
+}
+
+START_TEST(test_unbiased)
+{
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 1), NF_OK);
+    nf_real u[5] = {0.47, -0.93, 2.385, 0.0, -1.7};
+    for (int b = 2; b <= 12; b += 3) check_unbiased(d, u, b, 2);
+    nf_dep_free(d);
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 0), NF_OK);
+    check_unbiased(d, u, 4, 3);
+    nf_dep_free(d);
+    size_t n = 9;
+    double *K = kinship_matrix(n, 6, 41);
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+    nf_real ul = -0.385;
+    check_unbiased(d, &ul, 2, 2);
+    check_unbiased(d, &ul, 4, 2);
+    check_unbiased(d, &ul, 9, 2);
+    /* the same through the cached whole precision (a fixed lambda) */
+    ck_assert_int_eq(nf_dep_kinship_cache(d, 1), NF_OK);
+    check_unbiased(d, &ul, 3, 2);
+    check_unbiased(d, &ul, 9, 2);
+    nf_dep_free(d);
+    free(K);
+}
+END_TEST
+
+/* Gradients of L = sum_i w_i t_i with respect to z and u against central differences. */
+static void check_batch_grad(nf_dep *d, nf_real *u, const size_t *idx, int b, int p)
+{
+    nf_real *z = malloc((size_t)b * p * sizeof *z), *t = malloc(b * sizeof *t), *w = malloc(b * sizeof *w);
+    nf_real *dz = calloc((size_t)b * p, sizeof *dz), du[64] = {0};
+    nf_test_fill_normal(z, (size_t)b * p, 1.2, 91);
+    nf_test_fill_uniform(w, b, -1.5, 0.5, 92);
+    ck_assert_int_eq(nf_dep_batch_log_prob(d, u, t, z, idx, b, p), NF_OK);
+    ck_assert_int_eq(nf_dep_batch_backward(d, u, dz, du, w, z, idx, b, p), NF_OK);
+    const double h = 1e-5;
+#define LOSS(out)                                                                  \
+    do {                                                                           \
+        ck_assert_int_eq(nf_dep_batch_log_prob(d, u, t, z, idx, b, p), NF_OK);     \
+        double s_ = 0;                                                             \
+        for (int i_ = 0; i_ < b; i_++) s_ += (double)w[i_] * t[i_];                \
+        out = s_;                                                                  \
+    } while (0)
+    for (int k = 0; k < b * p; k++) {
+        nf_real keep = z[k];
+        double lp, lm;
+        z[k] = keep + h;
+        LOSS(lp);
+        z[k] = keep - h;
+        LOSS(lm);
+        z[k] = keep;
+        double fd = (lp - lm) / (2 * h);
+        ck_assert_msg(nf_test_relerr(dz[k], fd, 1e-2) < TOL_FD, "dz[%d] = %g, fd %g", k, (double)dz[k], fd);
+    }
+    for (int k = 0; k < d->n_params; k++) {
+        nf_real keep = u[k];
+        double lp, lm;
+        u[k] = keep + h;
+        LOSS(lp);
+        u[k] = keep - h;
+        LOSS(lm);
+        u[k] = keep;
+        double fd = (lp - lm) / (2 * h);
+        ck_assert_msg(nf_test_relerr(du[k], fd, 1e-2) < TOL_FD, "du[%d] = %g, fd %g", k, (double)du[k], fd);
+    }
+#undef LOSS
+    free(z), free(t), free(w), free(dz);
+}
+
+START_TEST(test_batch_gradients)
+{
+#ifndef NF_DOUBLE
+    return; /* finite differences need the double build */
+#endif
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 1), NF_OK);
+    nf_real u[5] = {0.47, -0.93, 2.385, 0.3, -1.7};
+    size_t idx[] = {8, 1, 0, 9, 4, 3, 6};
+    check_batch_grad(d, u, idx, 7, 3);
+    nf_dep_free(d);
+    size_t n = 9;
+    double *K = kinship_matrix(n, 6, 41);
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+    nf_real ul = -0.385;
+    size_t kidx[] = {5, 2, 7, 0};
+    check_batch_grad(d, &ul, kidx, 4, 2);
+    ck_assert_int_eq(nf_dep_kinship_cache(d, 1), NF_OK);
+    check_batch_grad(d, &ul, kidx, 4, 2);
+    nf_dep_free(d);
+    free(K);
+}
+END_TEST
+
+/* As a flow's base: without indices the marginal N(0, I); with them the estimator, and the flow's
+ * parameter gradients (theta included) match finite differences of sum_i w_i log p_i. */
+START_TEST(test_flow_base)
+{
+    nf_flow *f;
+    ck_assert_int_eq(nf_flow_create(&f, "affine-coupling(hidden=8), lu, affine-coupling(hidden=8)", 2, 0, 7), NF_OK);
+    nf_dist_destroy(&f->base);
+    ck_assert_int_eq(nf_dist_create(&f->base, &nf_dist_dependent, 2, 0, "base", "params=5, init=0.4", f->P, f->S, NULL),
+                     NF_OK);
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 0), NF_OK);
+    ck_assert_int_ne(nf_dist_dependent_attach(&f->base, d), NF_OK); /* 5 parameters, the structure has 1 */
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "needs 1"));
+    nf_dep_free(d);
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 1), NF_OK);
+    ck_assert_int_eq(nf_dist_dependent_attach(&f->base, d), NF_OK);
+    int np, learned;
+    nf_real *u;
+    ck_assert_int_eq(nf_dist_dependent_params(&f->base, &np, &u, &learned), NF_OK);
+    ck_assert_int_eq(np, 5);
+    ck_assert_int_eq(learned, 1);
+    ck_assert(u >= f->P->value && u < f->P->value + f->P->n);
+    size_t off = (size_t)(u - f->P->value);
+    (void)off;
+    for (size_t k = 0; k < f->P->n; k++) f->P->value[k] += (nf_real)(0.05 * sin(1.7 * k + 0.3));
+    enum { B = 6 };
+    size_t idx[B] = {0, 2, 5, 1, 11, 3};
+    nf_real x[B * 2], lp[B], w[B], lp0[B];
+    nf_test_fill_normal(x, B * 2, 1.0, 3);
+    nf_test_fill_uniform(w, B, -1.0, 0.2, 4);
+    /* marginal: log N(z) + log|det J| equals the flow on a normal base */
+    nf_flow *g;
+    ck_assert_int_eq(nf_flow_create(&g, "affine-coupling(hidden=8), lu, affine-coupling(hidden=8)", 2, 0, 7), NF_OK);
+    memcpy(g->P->value, f->P->value, g->P->n * sizeof *g->P->value);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, NULL, NULL, B), NF_OK);
+    (void)idx, (void)w;
+    ck_assert_int_eq(nf_flow_log_prob(g, lp0, x, NULL, NULL, B), NF_OK);
+    for (int i = 0; i < B; i++) ck_assert_msg(nf_test_relerr(lp[i], lp0[i], 1.0) < TOL, "marginal %d", i);
+    nf_flow_free(g);
+#ifdef NF_DOUBLE
+    nf_params_zero_grad(f->P);
+    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, NULL, idx, B), NF_OK);
+    ck_assert_int_eq(nf_flow_backward(f, w, NULL, NULL), NF_OK);
+    const double h = 1e-6;
+    for (size_t k = 0; k < f->P->n; k++) {
+        nf_real keep = f->P->value[k];
+        double s[2];
+        for (int sgn = 0; sgn < 2; sgn++) {
+            f->P->value[k] = keep + (sgn ? -h : h);
+            ck_assert_int_eq(nf_flow_log_prob(f, lp, x, NULL, idx, B), NF_OK);
+            s[sgn] = 0;
+            for (int i = 0; i < B; i++) s[sgn] += w[i] * lp[i];
+        }
+        f->P->value[k] = keep;
+        double fd = (s[0] - s[1]) / (2 * h);
+        ck_assert_msg(nf_test_relerr(f->P->grad[k], fd, 1e-2) < TOL_FD, "dP[%zu] = %g, fd %g", k,
+                      (double)f->P->grad[k], fd);
+    }
+    ck_assert(f->P->grad[off + 0] != 0); /* block 0 is in the batch */
+#endif
+    nf_flow_free(f);
+    nf_dep_free(d);
+}
+END_TEST
+
+static void expect_kinship_error(const double *K, size_t rows, size_t cols, size_t n, const char *phrase)
+{
+    nf_dep *d = (nf_dep *)1;
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, rows, cols, n), NF_EINVAL);
+    ck_assert_ptr_null(d);
+    ck_assert_msg(strstr(nf_strerror_last(), phrase), "message '%s' lacks '%s'", nf_strerror_last(), phrase);
+}
+
+START_TEST(test_kinship_errors)
+{
+    size_t n = 6;
+    double *K = kinship_matrix(n, 4, 51);
+    expect_kinship_error(K, 6, 5, 6, "square");
+    expect_kinship_error(K, 6, 6, 7, "there are 7 points");
+    double keep = K[1 * n + 4];
+    K[1 * n + 4] += 0.01;
+    expect_kinship_error(K, 6, 6, 6, "not symmetric: entry (1, 4)");
+    K[1 * n + 4] = keep;
+    /* K - 0.9 I: K has two zero eigenvalues, now -0.9 */
+    for (size_t i = 0; i < n; i++) K[i * n + i] -= 0.9;
+    expect_kinship_error(K, 6, 6, 6, "not positive semi-definite");
+    for (size_t i = 0; i < n; i++) K[i * n + i] += 0.9;
+    K[2 * n + 2] = NAN;
+    expect_kinship_error(K, 6, 6, 6, "(2, 2) is nan");
+    K[2 * n + 2] = 1;
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+    double th = 0.5, A[4];
+    size_t bad[2] = {1, 6};
+    ck_assert_int_eq(nf_dep_precision(d, &th, bad, 2, A, NULL), NF_EINVAL);
+    size_t twice[2] = {3, 3};
+    ck_assert_int_eq(nf_dep_precision(d, &th, twice, 2, A, NULL), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "twice"));
+    nf_dep_free(d);
+    free(K);
+}
+END_TEST
+
+static Suite *dependent_suite(void)
+{
+    Suite *s = suite_create("dependent");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_equi_against_cholesky);
+    tcase_add_test(tc, test_kinship_against_cholesky);
+    tcase_add_test(tc, test_theta_derivatives);
+    tcase_add_test(tc, test_joint_log_prob);
+    tcase_add_test(tc, test_unbiased);
+    tcase_add_test(tc, test_batch_gradients);
+    tcase_add_test(tc, test_flow_base);
+    tcase_add_test(tc, test_kinship_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(dependent_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,355 @@
+/* tests/check_dependent_model.c - the "dependent" model kind (training/model_dependent.h): the loss's
+ * gradient through the store against finite differences (flow and rho), the model's loss averaged over
+ * every batch of a small data set equals its joint log-likelihood (nf_model_dependent_joint), eval is the
+ * marginal flow density, the trainer recovers a known rho from block-correlated data, save / open /
+ * attach round trip, and the errors (a base other than normal, a structure that does not fit). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/h5.h"
+#include "training/model_dependent.h"
+#include "training/model_file.h"
+#include "training/trainer.h"
+#include "tests/testutil.h"
+
+#ifdef NF_DOUBLE
+#define TOL 1e-9
+#else
+#define TOL 2e-4
+#endif
+
+#define SPEC "affine-coupling(hidden=8), lu, affine-coupling(hidden=8)"
+
+static const int64_t groups[] = {42, 7, 42, -3, 7, 42, 100, 7, 42, -3, 5, 42};
+#define NG ((size_t)(sizeof groups / sizeof groups[0]))
+
+static nf_model *small_model(int per_block, double theta0, int learn)
+{
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, per_block), NF_OK);
+    nf_model *m;
+    ck_assert_msg(nf_model_dependent_create(&m, SPEC, 2, 0, 9, d, theta0, learn) == NF_OK, "%s", nf_strerror_last());
+    /* move the flow off its initial (near identity) parameters */
+    for (size_t k = 0; k < m->P->n; k++) m->P->value[k] += (nf_real)(0.05 * sin(1.3 * k + 0.2));
+    return m;
+}
+
+static double loss_of(nf_model *m, const nf_batch *b)
+{
+    double l;
+    ck_assert_int_eq(m->type->loss(m, b, NULL, &l), NF_OK);
+    return l;
+}
+
+START_TEST(test_loss_gradient)
+{
+#ifndef NF_DOUBLE
+    return; /* finite differences need the double build */
+#endif
+    nf_model *m = small_model(1, 0.35, 1);
+    nf_real x[7 * 2];
+    size_t idx[7] = {11, 0, 4, 2, 9, 3, 1};
+    nf_test_fill_normal(x, 14, 1.0, 4);
+    nf_batch b = {.n = 7, .idx = idx, .dim = 2, .x = x};
+    nf_params_zero_grad(m->P);
+    loss_of(m, &b);
+    nf_real *g = malloc(m->P->n * sizeof *g);
+    memcpy(g, m->P->grad, m->P->n * sizeof *g);
+    const double h = 1e-6;
+    for (size_t k = 0; k < m->P->n; k++) {
+        nf_real keep = m->P->value[k];
+        m->P->value[k] = keep + h;
+        double lp = loss_of(m, &b);
+        m->P->value[k] = keep - h;
+        double lm = loss_of(m, &b);
+        m->P->value[k] = keep;
+        double fd = (lp - lm) / (2 * h);
+        ck_assert_msg(nf_test_relerr(g[k], fd, 1e-2) < 1e-5, "dloss/dP[%zu] (%s) = %g, fd %g", k,
+                      k + 5 >= m->P->n ? "rho" : "flow", (double)g[k], fd);
+    }
+    free(g);
+    nf_model_free(m);
+}
+END_TEST
+
+/* mean over every batch of size b of -n * loss = the joint log-likelihood of all rows */
+START_TEST(test_loss_unbiased_for_joint)
+{
+    nf_model *m = small_model(1, 0.6, 1);
+    nf_real x[NG * 2];
+    nf_test_fill_normal(x, NG * 2, 1.2, 8);
+    nf_source *src;
+    ck_assert_int_eq(nf_source_rows_wrap(&src, x, NULL, NG, 2, 0), NF_OK);
+    double joint, iid;
+    ck_assert_int_eq(nf_model_dependent_joint(m, src, &joint, &iid), NF_OK);
+    const int B = 3;
+    int pos[3] = {0, 1, 2};
+    size_t idx[3];
+    nf_batch bt = {0};
+    double sum = 0, lo = INFINITY, hi = -INFINITY;
+    long count = 0;
+    for (;;) {
+        for (int i = 0; i < B; i++) idx[i] = (size_t)pos[(i + 1) % B];
+        ck_assert_int_eq(nf_source_fetch(src, idx, B, &bt), NF_OK);
+        nf_params_zero_grad(m->P);
+        double v = -(double)NG * loss_of(m, &bt);
+        sum += v, lo = fmin(lo, v), hi = fmax(hi, v);
+        count++;
+        int k = B - 1;
+        while (k >= 0 && pos[k] == (int)NG - B + k) k--;
+        if (k < 0) break;
+        pos[k]++;
+        for (int j = k + 1; j < B; j++) pos[j] = pos[j - 1] + 1;
+    }
+    ck_assert_int_eq(count, 220);
+    ck_assert_msg(nf_test_relerr(sum / count, joint, 1.0) < TOL * 10, "mean %.12g, joint %.12g", sum / count, joint);
+    ck_assert(hi - lo > 1); /* the batches differ: the check is not vacuous */
+    /* the i.i.d. sum is the marginal flow density: eval's values */
+    double mean, se;
+    ck_assert_int_eq(nf_model_evaluate(m, src, 0, 5, NULL, &mean, &se, NULL), NF_OK);
+    ck_assert_msg(nf_test_relerr(mean * NG, iid, 1.0) < TOL * 10, "eval %g, iid %g", mean * NG, iid);
+    ck_assert(fabs(iid - joint) > 1e-3);
+    nf_batch_free(&bt);
+    nf_source_free(src);
+    nf_model_free(m);
+}
+END_TEST
+
+/* Rows x = L z + mu with z block-equicorrelated (40 blocks of 25, rho = 0.7): the trainer learns rho. */
+START_TEST(test_recovers_rho)
+{
+    const int nb = 40, m_sz = 25, n = nb * m_sz;
+    const double rho = 0.7;
+    int64_t *grp = malloc(n * sizeof *grp);
+    nf_real *x = malloc((size_t)n * 2 * sizeof *x), *g = malloc((size_t)nb * 2 * sizeof *g);
+    nf_real *e = malloc((size_t)n * 2 * sizeof *e);
+    nf_test_fill_normal(g, (size_t)nb * 2, 1.0, 21);
+    nf_test_fill_normal(e, (size_t)n * 2, 1.0, 22);
+    for (int i = 0; i < n; i++) {
+        int c = (i * 7) % nb; /* blocks interleaved across the rows */
+        grp[i] = 1000 + c;
+        double z0 = sqrt(rho) * g[2 * c] + sqrt(1 - rho) * e[2 * i];
+        double z1 = sqrt(rho) * g[2 * c + 1] + sqrt(1 - rho) * e[2 * i + 1];
+        x[2 * i] = (nf_real)(1.7 * z0 + 0.4);
+        x[2 * i + 1] = (nf_real)(0.6 * z0 + 0.8 * z1 - 1.1);
+    }
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, grp, (size_t)n, 0), NF_OK);
+    nf_model *m;
+    ck_assert_int_eq(nf_model_dependent_create(&m, "actnorm, lu", 2, 0, 3, d, 0.2, 1), NF_OK);
+    nf_source *src;
+    ck_assert_int_eq(nf_source_rows_wrap(&src, x, NULL, (size_t)n, 2, 0), NF_OK);
+    ck_assert_int_eq(m->type->init_data(m, src), NF_OK);
+    nf_train_config c;
+    nf_train_config_init(&c);
+    c.batch = 100;
+    c.max_steps = 1500;
+    c.seed = 5;
+    c.optim.lr = 2e-2;
+    nf_schedule_init(&c.schedule, NF_SCHED_COSINE, 2e-2);
+    c.schedule.total = 1500;
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, m, &c, src, NULL), NF_OK);
+    ck_assert_msg(nf_trainer_run(t, NULL) == NF_OK, "%s", nf_strerror_last());
+    double theta;
+    ck_assert_int_eq(nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, &theta, 1), NF_OK);
+    if (getenv("NF_TEST_VERBOSE")) fprintf(stderr, "learned rho %g (true %g)\n", theta, rho);
+    ck_assert_msg(fabs(theta - rho) < 0.08, "learned rho %g (true %g)", theta, rho);
+    nf_trainer_free(t);
+    nf_source_free(src);
+    nf_model_free(m);
+    free(grp), free(x), free(g), free(e);
+}
+END_TEST
+
+START_TEST(test_save_open_attach)
+{
+    nf_model *m = small_model(1, 0.45, 1);
+    nf_real *u;
+    ck_assert_int_eq(nf_dist_dependent_params(&m->flow->base, NULL, &u, NULL), NF_OK);
+    u[2] = (nf_real)1.385;
+    char path[] = "/tmp/nf_check_dependent_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(nf_model_save(path, m, NULL, NULL) == NF_OK, "%s", nf_strerror_last());
+    nf_model *r;
+    ck_assert_msg(nf_model_open(path, &r, NULL) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_str_eq(r->type->kind, "dependent");
+    nf_dep_kind kind;
+    size_t n;
+    int np, learned;
+    double th[5], th0[5];
+    ck_assert_int_eq(nf_model_dependent_describe(r, &kind, &n, &np, &learned, th, 5), NF_OK);
+    ck_assert_int_eq(nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, th0, 5), NF_OK);
+    ck_assert_int_eq(kind, NF_DEP_EQUI);
+    ck_assert_int_eq((int)n, (int)NG);
+    ck_assert_int_eq(np, 5);
+    ck_assert_int_eq(learned, 1);
+    for (int k = 0; k < 5; k++) ck_assert_msg(fabs(th[k] - th0[k]) < 1e-7, "theta %d: %g vs %g", k, th[k], th0[k]);
+    ck_assert_ptr_null(nf_model_dependent_structure(r));
+    nf_real x[4 * 2];
+    size_t idx[4] = {1, 5, 0, 7};
+    nf_test_fill_normal(x, 8, 1.0, 6);
+    nf_batch b = {.n = 4, .idx = idx, .dim = 2, .x = x};
+    double l;
+    ck_assert_int_ne(r->type->loss(r, &b, NULL, &l), NF_OK); /* no structure yet */
+    nf_dep *wrong;
+    ck_assert_int_eq(nf_dep_equi_create(&wrong, groups, NG, 0), NF_OK);
+    ck_assert_int_eq(nf_model_dependent_attach(r, wrong), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "5 parameters, this one 1"));
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 1), NF_OK);
+    ck_assert_int_eq(nf_model_dependent_attach(r, d), NF_OK);
+    double lr = loss_of(r, &b), lm = loss_of(m, &b);
+    ck_assert_msg(nf_test_relerr(lr, lm, 1.0) < TOL, "reloaded loss %g, original %g", lr, lm);
+    /* nf sample / logprob take the flow: the marginal density */
+    nf_flow *f;
+    ck_assert_msg(nf_model_load(path, &f, NULL) == NF_OK, "%s", nf_strerror_last());
+    nf_real lp[4];
+    ck_assert_int_eq(nf_flow_log_prob(f, lp, x, NULL, NULL, 4), NF_OK);
+    double v[4];
+    nf_model_set_training(m, 0);
+    ck_assert_int_eq(m->type->eval(m, &b, NULL, v), NF_OK);
+    for (int i = 0; i < 4; i++) ck_assert_msg(nf_test_relerr(lp[i], v[i], 1.0) < TOL, "logprob %d", i);
+    nf_flow_free(f);
+    nf_model_free(r);
+    nf_model_free(m);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 0), NF_OK);
+    nf_model *m = (nf_model *)1;
+    ck_assert_int_eq(nf_model_dependent_create(&m, "lu; base=diag-normal", 2, 0, 1, d, 0.5, 1), NF_EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "standard normal base"));
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 0), NF_OK);
+    ck_assert_int_eq(nf_model_dependent_create(&m, "lu", 2, 0, 1, d, 1.0, 1), NF_EINVAL);
+    /* training rows that are not the structure's points */
+    ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 0), NF_OK);
+    ck_assert_int_eq(nf_model_dependent_create(&m, "lu", 2, 0, 1, d, 0.5, 0), NF_OK);
+    nf_real x[20];
+    nf_test_fill_normal(x, 20, 1.0, 1);
+    nf_source *src;
+    ck_assert_int_eq(nf_source_rows_wrap(&src, x, NULL, 10, 2, 0), NF_OK);
+    ck_assert_int_eq(m->type->init_data(m, src), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "10 training rows"));
+    double joint;
+    ck_assert_int_eq(nf_model_dependent_joint(m, src, &joint, NULL), NF_EINVAL);
+    /* a fixed rho lives in the state store: no gradient reaches it */
+    ck_assert_ptr_null(nf_params_find(m->P, "base.theta"));
+    ck_assert_ptr_nonnull(nf_params_find(m->S, "base.theta"));
+    nf_source_free(src);
+    nf_model_free(m);
+}
+END_TEST
+
+/* Structures from files (datasets/dependent_load.h): a dense K and the same K as triplets give the same
+ * structure; group ids as doubles; and the file errors. */
+START_TEST(test_load_files)
+{
+    char path[] = "/tmp/nf_check_dep_load_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    enum { N = 5 };
+    /* K = tridiagonal with 1 on the diagonal and 0.3 beside it: positive definite */
+    double K[N * N] = {0};
+    int64_t row[2 * N], col[2 * N];
+    double val[2 * N];
+    int nt = 0;
+    for (int i = 0; i < N; i++) {
+        K[i * N + i] = 1;
+        row[nt] = i, col[nt] = i, val[nt++] = 1;
+        if (i + 1 < N) {
+            K[i * N + i + 1] = K[(i + 1) * N + i] = 0.3;
+            row[nt] = i + 1, col[nt] = i, val[nt++] = 0.3; /* lower triangle: either half is accepted */
+        }
+    }
+    double groups[N] = {3, 3, 8, 8, 8}, bad_groups[N] = {3, 3.5, 8, 8, 8};
+    nf_h5 *f;
+    ck_assert_int_eq(nf_h5_create(&f, path, "nf-data", 1), NF_OK);
+    ck_assert_int_eq(nf_h5_write_double(f, "/K", K, N, N), NF_OK);
+    ck_assert_int_eq(nf_h5_group(f, "/S"), NF_OK);
+    ck_assert_int_eq(nf_h5_attr_set_int64(f, "/S", "n", N), NF_OK);
+    ck_assert_int_eq(nf_h5_write_int64(f, "/S/row", row, (size_t)nt, 0), NF_OK);
+    ck_assert_int_eq(nf_h5_write_int64(f, "/S/col", col, (size_t)nt, 0), NF_OK);
+    ck_assert_int_eq(nf_h5_write_double(f, "/S/value", val, (size_t)nt, 0), NF_OK);
+    ck_assert_int_eq(nf_h5_group(f, "/R"), NF_OK); /* a pair given twice */
+    ck_assert_int_eq(nf_h5_attr_set_int64(f, "/R", "n", N), NF_OK);
+    int64_t rr[2] = {1, 2}, rc2[2] = {2, 1};
+    double rv[2] = {0.3, 0.3};
+    ck_assert_int_eq(nf_h5_write_int64(f, "/R/row", rr, 2, 0), NF_OK);
+    ck_assert_int_eq(nf_h5_write_int64(f, "/R/col", rc2, 2, 0), NF_OK);
+    ck_assert_int_eq(nf_h5_write_double(f, "/R/value", rv, 2, 0), NF_OK);
+    ck_assert_int_eq(nf_h5_write_double(f, "/group", groups, N, 0), NF_OK);
+    ck_assert_int_eq(nf_h5_write_double(f, "/bad_group", bad_groups, N, 0), NF_OK);
+    ck_assert_int_eq(nf_h5_commit(f), NF_OK);
+
+    nf_dep_source s = {.kind = NF_DEP_KINSHIP};
+    snprintf(s.path, sizeof s.path, "%s", path);
+    nf_dep *dense, *sparse, *d;
+    snprintf(s.dataset, sizeof s.dataset, "/K");
+    ck_assert_msg(nf_dep_load(&dense, &s, N) == NF_OK, "%s", nf_strerror_last());
+    snprintf(s.dataset, sizeof s.dataset, "/S");
+    ck_assert_msg(nf_dep_load(&sparse, &s, N) == NF_OK, "%s", nf_strerror_last());
+    for (double lam = 0.15; lam < 1; lam += 0.3) {
+        double a = nf_dep_log_det(dense, &lam, NULL), b = nf_dep_log_det(sparse, &lam, NULL);
+        ck_assert_msg(fabs(a - b) < 1e-12 && a < 0, "log det dense %g, triplets %g", a, b);
+    }
+    nf_dep_free(dense);
+    nf_dep_free(sparse);
+    ck_assert_int_eq(nf_dep_load(&d, &s, N + 1), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "5 x 5 but there are 6 points"));
+    snprintf(s.dataset, sizeof s.dataset, "/R");
+    ck_assert_int_eq(nf_dep_load(&d, &s, N), NF_EDATA);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "given twice"));
+    snprintf(s.dataset, sizeof s.dataset, "/missing");
+    ck_assert_int_eq(nf_dep_load(&d, &s, N), NF_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "/missing"));
+    s.kind = NF_DEP_EQUI;
+    snprintf(s.dataset, sizeof s.dataset, "/group");
+    ck_assert_int_eq(nf_dep_load(&d, &s, N), NF_OK);
+    ck_assert_int_eq(d->n_blocks, 2);
+    ck_assert_int_eq((int)d->block_size[1], 3);
+    nf_dep_free(d);
+    ck_assert_int_eq(nf_dep_load(&d, &s, N - 1), NF_EDATA);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "5 group ids but there are 4 rows"));
+    snprintf(s.dataset, sizeof s.dataset, "/bad_group");
+    ck_assert_int_eq(nf_dep_load(&d, &s, N), NF_EDATA);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "entry 1 is 3.5"));
+    unlink(path);
+}
+END_TEST
+
+static Suite *dependent_model_suite(void)
+{
+    Suite *s = suite_create("dependent_model");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_loss_gradient);
+    tcase_add_test(tc, test_loss_unbiased_for_joint);
+    tcase_add_test(tc, test_recovers_rho);
+    tcase_add_test(tc, test_save_open_attach);
+    tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_load_files);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(dependent_model_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# tests/cli/causal.sh - nf data make causal-*, nf causal import / fit / density / sample / eval / plot
+# on good and bad input: generated data fit in both stages gives interventional densities near the
+# truth that integrate to one, SIGTERM and --resume end with the uninterrupted model, IHDP
+# replication 1 imports with both potential outcomes, and a treatment that is not 0/1, an empty arm
+# and NaN outcomes get one clear line.  (tests/check_causal*.c check the model and the data
+# themselves.)  Run by `make check` with NF set.
+# shellcheck source-path=SCRIPTDIR source=lib.bash
+. "$(dirname "$0")/lib.bash"
+
+# ---- data ----------------------------------------------------------------------------------------
+nfrun data make causal-poly --shift 2 -n 600 --seed 3 -o poly.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "data make causal-poly (exit $rc: $(head -c 160 "$T/err"))" \
+    bash -c "[ $rc = 0 ] && grep -q '600 units (300 treated, 300 control)' '$T/err' && [ -s poly.h5 ]"
+nfrun data make causal-poly --shift 2 -n 1000 --seed 4 -o test.h5 >/dev/null 2>&1
+nfrun data make causal-moons -n 200 -o moons.h5 >/dev/null 2>"$T/err"
+check "data make causal-moons" test -s moons.h5
+nfrun data make causal-nope -o x.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "an unknown causal family: usage error naming both" \
+    bash -c "[ $rc = 2 ] && grep -q 'causal-poly or causal-moons' '$T/err' && [ ! -e x.h5 ]"
+
+# ---- fit, eval, density, sample, plot -------------------------------------------------------------
+FIT=(--repr 8 --hidden 16 --grid 64 --steps 400 --batch 64 --lr 1e-2 --eval-every 50 --threads 1 --seed 2 --quiet
+    --checkpoint-every 20)
+nfrun causal fit poly.h5 "${FIT[@]}" -o m.h5 2>"$T/err"
+rc=$?
+check "causal fit exits 0 (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
+j=$(nfrun causal eval m.h5 test.h5 --json 2>&1)
+g0=$(sed -n 's/.*"arm": 0.*"gap": {"target": \([-0-9.e]*\).*"arm": 1.*/\1/p' <<<"$j")
+g1=$(sed -n 's/.*"arm": 1.*"gap": {"target": \([-0-9.e]*\).*/\1/p' <<<"$j")
+check "eval --json has both arms' gaps to the truth ($g0, $g1)" bash -c "[ -n '$g0' ] && [ -n '$g1' ]"
+check "the target flows come within 0.4 nats of the true densities: gaps $g0, $g1" \
+    awk -v a="$g0" -v b="$g1" 'BEGIN { exit !(a > -0.1 && a < 0.4 && b > -0.1 && b < 0.4) }'
+nfrun causal eval m.h5 test.h5 >"$T/out" 2>&1
+check "eval's table names the estimators and the truth" \
+    bash -c "grep -q 'plug-in' '$T/out' && grep -q 'truth' '$T/out' && grep -q 'mean of Y\[1\]' '$T/out'"
+nfrun causal density m.h5 --arm 1 --grid -15:40:600 -o d1.h5 >/dev/null 2>"$T/err"
+mass=$(sed -n 's/.*mass on the grid \([0-9.]*\).*/\1/p' "$T/err")
+check "density of arm 1 on a wide grid integrates to one: $mass" \
+    awk -v v="$mass" 'BEGIN { exit !(v > 0.99 && v < 1.01) }'
+nfrun causal density m.h5 --arm 2 --grid 0:1:10 -o d.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "--arm 2: usage error" bash -c "[ $rc = 2 ] && [ ! -e d.h5 ]"
+nfrun causal density m.h5 --arm 0 --grid 5:1:10 -o d.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a grid with LO > HI: usage error naming --grid" bash -c "[ $rc = 2 ] && grep -q -- '--grid' '$T/err'"
+nfrun causal sample m.h5 --arm 0 -n 500 -o s0.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "sample 500 draws of Y[0]" bash -c "[ $rc = 0 ] && [ -s s0.h5 ] && grep -q '500 draws of Y\[0\]' '$T/err'"
+nfrun causal plot m.h5 --data test.h5 -o p.png >/dev/null 2>"$T/err"
+rc=$?
+check "plot against the truth (exit $rc: $(head -c 160 "$T/err"))" bash -c "[ $rc = 0 ] && [ -s p.png ]"
+nfrun info m.h5 >"$T/info" 2>&1
+nfrun eval m.h5 test.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "nf eval of a causal model points to nf causal" bash -c "[ $rc != 0 ] && grep -q 'causal' '$T/err'"
+
+# ---- stop and resume -----------------------------------------------------------------------------
+"$NF" causal fit poly.h5 "${FIT[@]}" --steps 1500 -o r.h5 2>"$T/bg.err" &
+pid=$!
+BG_PIDS="$BG_PIDS $pid"
+sleep 1.5
+kill -TERM "$pid" 2>/dev/null
+wait_bg "$pid" 60
+st=$?
+if [ "$st" = 0 ]; then
+    skip "the fit finished before SIGTERM: resume not exercised"
+else
+    check "SIGTERM stops causal fit with exit 130 (got $st)" test "$st" = 130
+    nfrun causal fit --resume r.h5 --threads 1 --quiet 2>"$T/err"
+    nfrun causal fit poly.h5 "${FIT[@]}" --steps 1500 -o ref.h5 2>/dev/null
+    e1=$(nfrun causal eval r.h5 test.h5 --json 2>&1)
+    e2=$(nfrun causal eval ref.h5 test.h5 --json 2>&1)
+    check "the resumed fit ends with the uninterrupted model" bash -c "[ -n '$e1' ] && [ '$e1' = '$e2' ]"
+fi
+
+# ---- IHDP replication 1: treatment, y_factual, y_cfactual, mu0, mu1, x1..x25 -----------------------
+nfrun causal import "$ROOT/tests/data/causal/ihdp_npci_1.csv" --treatment 0 --outcome 1 --counterfactual 2 \
+    --covariates 5-29 -o ihdp.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "IHDP replication 1 imports (exit $rc: $(head -c 200 "$T/err"))" \
+    bash -c "[ $rc = 0 ] && grep -q '747 units (139 treated), 25 covariates' '$T/err'"
+nfrun causal fit ihdp.h5 --repr 8 --hidden 16 --grid 64 --steps 60 --threads 1 --quiet -o mi.h5 2>"$T/err"
+rc=$?
+j=$(nfrun causal eval mi.h5 ihdp.h5 --json 2>&1)
+check "a short IHDP fit evaluates on both potential outcomes (exit $rc)" \
+    bash -c "[ $rc = 0 ] && grep -q '\"units\": 747, \"outcomes\": \"potential\"' <<<'$j'"
+
+# ---- bad input: one clear line, exit 1, no file ------------------------------------------------------
+printf 't,y,x\n0,1.5,0.2\n1,2.5,0.3\n2,0.5,0.1\n0,1.0,0.4\n' >t2.csv
+nfrun causal import t2.csv --treatment t --outcome y -o b.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a treatment of 2: exit 1, one line naming the unit and 0 or 1 ($(head -c 160 "$T/err"))" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'unit 2' '$T/err' && grep -q '0 or 1' '$T/err' && [ ! -e b.h5 ]"
+printf 't,y,x\n0,1.5,0.2\n0,2.5,0.3\n0,0.5,0.1\n' >t0.csv
+nfrun causal import t0.csv --treatment t --outcome y -o b.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "no treated units: exit 1, one line ($(head -c 160 "$T/err"))" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'no treated' '$T/err' && [ ! -e b.h5 ]"
+printf 't,y,x\n0,1.5,0.2\n1,nan,0.3\n1,0.5,0.1\n0,1.0,0.4\n' >tn.csv
+nfrun causal import tn.csv --treatment t --outcome y -o b.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a NaN outcome: exit 1, one line naming the unit ($(head -c 160 "$T/err"))" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'unit 1' '$T/err' && [ ! -e b.h5 ]"
+nfrun causal import t2.csv --treatment nope --outcome y -o b.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "an unknown treatment column: exit 1, one line" bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ]"
+nfrun causal fit poly.h5 --treatment /y --steps 5 -o b.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "fit with a treatment dataset that is not 0/1: exit 1, one line naming the file ($(head -c 160 "$T/err"))" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'poly.h5' '$T/err' && grep -q '0 or 1' '$T/err' && [ ! -e b.h5 ]"
+nfrun causal fit moons.h5 --steps 5 -o b.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a 2-D outcome: exit 1, one line saying 1-D ($(head -c 160 "$T/err"))" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q '1-D' '$T/err'"
+nfrun causal fit missing.h5 -o b.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a missing data file: exit 1, one line" bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ]"
+nfrun causal fit poly.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "fit without -o: usage error" test "$rc" = 2
+nfrun causal frobnicate >/dev/null 2>"$T/err"
+rc=$?
+check "an unknown subcommand: usage error listing them" bash -c "[ $rc = 2 ] && grep -q 'density' '$T/err'"
+check "no temporary files left behind" test -z "$(stray_tmp)"
+finish

@@ -1,0 +1,735 @@
+/* training/model_causal.c - the "causal" kind: interventional normalizing flows (Melnychuk, Frauen
+ * and Feuerriegel, ICML 2023).  Units (x, a, y) arrive as rows y with context [x, a].
+ *
+ * Standardisation (fixed at create, kept in the state store S): xs = (x - m_x) / s_x,
+ * ys = (y - m_y) / s_y; every density below is of ys, and log p(y) = log p(ys) - sum log s_y.
+ *
+ * Stage 1, "nuisance".  R = tanh(W_r xs + b_r) (n, R); propensity logit g = w_p . R + b_p,
+ * pi_1(x) = sigma(g), pi_0 = 1 - pi_1; p(ys | x, a) a flow on ys with context [R + s_r eps, a]
+ * ("spline-ar(...), maf(...), actnorm" in the density direction: a conditional rational-quadratic
+ * spline, whose parameters come from the context only at 1-D, then a conditional affine (location
+ * and scale from the context) and a learned affine, on a standard normal base), ys read with noise
+ * s_y eps' in training.  Per unit
+ *     l_i = -log p(ys_i + s_y eps' | R_i + s_r eps, a_i) + alpha [softplus(g_i) - a_i g_i]
+ * and the loss is the batch mean.  Backward: dL/dlog p = -1/n through the flow into its weights and
+ * the context; dL/dR = dctx[:R] + (alpha / n)(sigma(g) - a) w_p; dL/d(W_r xs + b_r) = dL/dR (1 - R^2).
+ *
+ * Stage 2, "target".  On a grid y_1..y_K spanning the standardised training range +- margin
+ * (spacing D), with p_iak = p(y_k | x_i, a) from the nuisance (evaluation mode, no noise) and
+ * w_ia = 1{A_i = a} 1{pi_a(x_i) >= clip} / pi_a(x_i), each arm's flow q_a ("spline-ar(...),
+ * actnorm", unconditional) has the loss
+ *     CE_a + BC_a = (1/n) sum_i [ sum_k D (1 - w_ia) p_iak (-log q_a(y_k)) + w_ia (-log q_a(Y_i)) ],
+ * i.e. CE = -sum_k D xi_a(y_k) log q_a(y_k), xi_a the batch mean of p(. | x_i, a), and
+ * BC = mean_i w_ia (-log q_a(Y_i) - CE_ia), CE_ia the grid cross-entropy under p(. | x_i, a).  The
+ * loss of the batch is the sum over both arms; its gradient reaches log q_a as
+ *     dL/dlog q_a(y_k) = -(D/n) sum_i (1 - w_ia) p_iak,   dL/dlog q_a(Y_i) = -w_ia / n.
+ * Next to each q_a the ablation q'_a is trained on CE alone (w = 0), on the same grid and batch; the
+ * stage's loss is the sum of the four flows' losses (they share no parameters).
+ * The per-unit metric is minus unit i's term.  Before each step the moving average of the target
+ * weights is updated, ema <- d ema + (1 - d) theta (the weights before the step; ema = theta at the
+ * first), and validation and every use after training read the average (nf_causal_swap_ema).
+ */
+#include "training/model_causal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+
+typedef struct causal_state {
+    nf_causal_config cfg;
+    nf_linear repr, prop;
+    nf_flow *nu, *q[2][2];             /* q[v][a]: v 0 with BC, v 1 without (the ablation) */
+    size_t nuis_count;                 /* stage 1 trains P[0, nuis_count) */
+    size_t tgt_first, tgt_count;       /* stage 2 trains P[tgt_first, +tgt_count) */
+    size_t s_xm, s_xs, s_ym, s_ys, s_lo, s_hi, s_ref, s_ema, s_steps; /* offsets in S */
+    int training;
+    /* unit buffers (cap rows) */
+    int cap;
+    nf_real *xs, *h, *r, *dr, *dh, *ctx, *dctx, *ys, *lp, *dlp, *g, *dg, *lws;
+    /* grid buffers: (cap_g) nuisance rows, (cap_q) target rows */
+    size_t cap_g, cap_q;
+    nf_real *ctxg, *yg, *lpg, *pk, *yq, *lq, *dlq, *w;
+    /* stage 2: grid values of units by index, one cache for the training batches and one for the
+     * validation's (see nuisance_grid) */
+    struct grid_cache {
+        size_t n;
+        nf_real *p, *ctx;          /* (n, 2K), (n, dx + 1) */
+        unsigned char *ok;         /* (n) */
+        double sum;                /* nuisance_checksum when filled */
+        int valid;
+    } cache[2];
+} causal_state;
+
+static const char *const stage_names[] = {"nuisance", "target"};
+
+/* ---- buffers ------------------------------------------------------------------------------------ */
+
+static void free_buffers(causal_state *st)
+{
+    nf_real **p[] = {&st->xs, &st->h,  &st->r,   &st->dr,  &st->dh,  &st->ctx, &st->dctx, &st->ys,
+                     &st->lp, &st->dlp, &st->g,  &st->dg,  &st->lws, &st->ctxg, &st->yg, &st->lpg,
+                     &st->pk, &st->yq, &st->lq, &st->dlq, &st->w};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(*p[i]), *p[i] = NULL;
+    for (int c = 0; c < 2; c++) {
+        free(st->cache[c].p), free(st->cache[c].ctx), free(st->cache[c].ok);
+        memset(&st->cache[c], 0, sizeof st->cache[c]);
+    }
+    st->cap = 0;
+    st->cap_g = st->cap_q = 0;
+}
+
+static int grow(nf_real **p, size_t n)
+{
+    nf_real *q = realloc(*p, (n ? n : 1) * sizeof *q);
+    if (!q) return nf_error(NF_ENOMEM, "out of memory for a causal batch");
+    *p = q;
+    return NF_OK;
+}
+
+enum { CACHE_MAX_ENTRIES = 1 << 26 }; /* nf_reals of grid values kept across steps (256 MiB in float) */
+
+static int cache_grow(const causal_state *st, struct grid_cache *gc, size_t n)
+{
+    size_t want = n > 2 * gc->n ? n : 2 * gc->n, K2 = 2 * (size_t)st->cfg.grid, W = (size_t)st->cfg.dx + 1;
+    if (want * (K2 + W) > CACHE_MAX_ENTRIES) want = n;
+    nf_real *p = realloc(gc->p, want * K2 * sizeof *p);
+    if (p) gc->p = p;
+    nf_real *c = p ? realloc(gc->ctx, want * W * sizeof *c) : NULL;
+    if (c) gc->ctx = c;
+    unsigned char *ok = c ? realloc(gc->ok, want) : NULL;
+    if (!ok) return nf_error(NF_ENOMEM, "out of memory for the grid values of %zu units", want);
+    gc->ok = ok;
+    memset(ok + gc->n, 0, want - gc->n);
+    gc->n = want;
+    return NF_OK;
+}
+
+static int reserve_units(causal_state *st, int n)
+{
+    if (n <= st->cap) return NF_OK;
+    const size_t R = (size_t)st->cfg.repr, N = (size_t)n;
+    size_t lw = nf_linear_workspace(&st->repr, n) + nf_linear_workspace(&st->prop, n);
+    int rc = NF_OK;
+    struct {
+        nf_real **p;
+        size_t size;
+    } b[] = {{&st->xs, N * st->cfg.dx}, {&st->h, N * R},  {&st->r, N * R},  {&st->dr, N * R},
+             {&st->dh, N * R},          {&st->ctx, N * (R + 1)}, {&st->dctx, N * (R + 1)},
+             {&st->ys, N * st->cfg.dy}, {&st->lp, N},     {&st->dlp, N},    {&st->g, N},
+             {&st->dg, N},              {&st->lws, lw},   {&st->w, 2 * N},
+             {&st->pk, 2 * N * (size_t)st->cfg.grid}};
+    for (size_t i = 0; rc == NF_OK && i < sizeof b / sizeof b[0]; i++) rc = grow(b[i].p, b[i].size);
+    if (rc == NF_OK) st->cap = n;
+    return rc;
+}
+
+/* rows_g: nuisance rows of one call (2K for a unit's grid, or the plug-in's references); the
+ * batch's grid values pk (2, n, K) are sized by reserve_units. */
+static int reserve_grid(causal_state *st, size_t rows_g, size_t rows_q)
+{
+    const size_t R = (size_t)st->cfg.repr;
+    if (rows_g > st->cap_g) {
+        NF_TRY(grow(&st->ctxg, rows_g * (R + 1)));
+        NF_TRY(grow(&st->yg, rows_g * st->cfg.dy));
+        NF_TRY(grow(&st->lpg, 2 * rows_g));
+        st->cap_g = rows_g;
+    }
+    if (rows_q > st->cap_q) {
+        NF_TRY(grow(&st->yq, rows_q * st->cfg.dy));
+        NF_TRY(grow(&st->lq, rows_q));
+        NF_TRY(grow(&st->dlq, rows_q));
+        st->cap_q = rows_q;
+    }
+    return NF_OK;
+}
+
+/* ---- shared pieces ------------------------------------------------------------------------------ */
+
+static double log_scale_y(const nf_model *m)
+{
+    const causal_state *st = m->state;
+    double s = 0;
+    for (int j = 0; j < st->cfg.dy; j++) s += log(m->S->value[st->s_ys + j]);
+    return s;
+}
+
+/* xs, h = W_r xs + b_r, r = tanh(h), g = w_p . r + b_p for covariates x (n rows, stride ldx). */
+static void encode(nf_model *m, const nf_real *x, int ldx, int n)
+{
+    causal_state *st = m->state;
+    const int dx = st->cfg.dx, R = st->cfg.repr;
+    const nf_real *S = m->S->value;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < dx; j++)
+            st->xs[(size_t)i * dx + j] = (x[(size_t)i * ldx + j] - S[st->s_xm + j]) / S[st->s_xs + j];
+    nf_linear_forward(&st->repr, m->P, st->lws, st->h, st->xs, n);
+    nf_act_forward(NF_ACT_TANH, st->r, st->h, (size_t)n * R);
+    nf_linear_forward(&st->prop, m->P, st->lws, st->g, st->r, n);
+}
+
+/* pi_a(x_i) from the logit g_i, without overflow */
+static double prop_arm(double g, int a) { return a ? 1 / (1 + exp(-g)) : 1 / (1 + exp(g)); }
+
+static void standardise_y(const nf_model *m, nf_real *ys, const nf_real *y, int n)
+{
+    const causal_state *st = m->state;
+    const int dy = st->cfg.dy;
+    const nf_real *S = m->S->value;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < dy; j++)
+            ys[(size_t)i * dy + j] = (y[(size_t)i * dy + j] - S[st->s_ym + j]) / S[st->s_ys + j];
+}
+
+/* ---- stage 1 ------------------------------------------------------------------------------------ */
+
+/* Per-unit l_i (values, may be NULL) and the mean loss; with grad the gradient is added to P. */
+static int nuisance_pass(nf_model *m, const nf_batch *b, nf_rng *rng, int grad, double *values, double *loss)
+{
+    causal_state *st = m->state;
+    const int n = b->n, R = st->cfg.repr, dx = st->cfg.dx, C = R + 1;
+    NF_TRY(reserve_units(st, n));
+    encode(m, b->ctx, dx + 1, n);
+    const int noisy = st->training && rng;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < R; j++)
+            st->ctx[(size_t)i * C + j] =
+                st->r[(size_t)i * R + j] + (nf_real)(noisy && st->cfg.noise_r > 0 ? st->cfg.noise_r * nf_rng_normal(rng) : 0);
+        st->ctx[(size_t)i * C + R] = b->ctx[(size_t)i * (dx + 1) + dx];
+    }
+    standardise_y(m, st->ys, b->x, n);
+    if (noisy && st->cfg.noise_y > 0)
+        for (size_t k = 0; k < (size_t)n * st->cfg.dy; k++) st->ys[k] += (nf_real)(st->cfg.noise_y * nf_rng_normal(rng));
+    NF_TRY(nf_flow_log_prob(st->nu, st->lp, st->ys, st->ctx, NULL, n));
+    const double lsy = log_scale_y(m), alpha = st->cfg.alpha;
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        double a = b->ctx[(size_t)i * (dx + 1) + dx], g = st->g[i];
+        double bce = (g > 0 ? g + log1p(exp(-g)) : log1p(exp(g))) - a * g;
+        double li = -(st->lp[i] - lsy) + alpha * bce;
+        if (values) values[i] = -li;
+        total += li;
+    }
+    *loss = total / n;
+    if (!isfinite(*loss)) return nf_error(NF_ENONFINITE, "nuisance loss is %g", *loss);
+    if (!grad) return NF_OK;
+    for (int i = 0; i < n; i++) {
+        double a = b->ctx[(size_t)i * (dx + 1) + dx];
+        st->dlp[i] = (nf_real)(-1.0 / n);
+        st->dg[i] = (nf_real)(alpha / n * (prop_arm(st->g[i], 1) - a));
+    }
+    memset(st->dctx, 0, (size_t)n * C * sizeof(nf_real));
+    NF_TRY(nf_flow_backward(st->nu, st->dlp, NULL, st->dctx));
+    for (int i = 0; i < n; i++) memcpy(st->dr + (size_t)i * R, st->dctx + (size_t)i * C, (size_t)R * sizeof(nf_real));
+    nf_linear_backward(&st->prop, m->P, st->lws, st->dr, st->dg, st->r, n);
+    memset(st->dh, 0, (size_t)n * R * sizeof(nf_real));
+    nf_act_backward(NF_ACT_TANH, st->dh, st->dr, st->h, st->r, (size_t)n * R);
+    nf_linear_backward(&st->repr, m->P, st->lws, NULL, st->dh, st->xs, n);
+    return NF_OK;
+}
+
+/* ---- stage 2 ------------------------------------------------------------------------------------ */
+
+static double grid_step(const causal_state *st, const nf_params *S)
+{
+    return (S->value[st->s_hi] - S->value[st->s_lo]) / (st->cfg.grid - 1);
+}
+
+/* A checksum of the nuisance entries of P: the stage-2 cache is valid while it is unchanged. */
+static double nuisance_checksum(const nf_model *m)
+{
+    const causal_state *st = m->state;
+    double s = 0;
+    for (size_t k = 0; k < st->nuis_count; k++) s += (double)m->P->value[k] * (double)(k % 7 + 1);
+    return s;
+}
+
+/* p(y_k | x_i, a) for one unit, both arms: out[a K + k], from its representation r (R).  One flow
+ * call per unit, so a unit's values never depend on the batch it came in (resumed runs, which
+ * refill the cache in other batches, stay bit-identical). */
+static int unit_grid(nf_model *m, const nf_real *r, nf_real *out)
+{
+    causal_state *st = m->state;
+    const int K = st->cfg.grid, R = st->cfg.repr, C = R + 1;
+    const double lo = m->S->value[st->s_lo], D = grid_step(st, m->S);
+    for (int a = 0; a < 2; a++)
+        for (int k = 0; k < K; k++) {
+            size_t row = (size_t)a * K + k;
+            memcpy(st->ctxg + row * C, r, (size_t)R * sizeof(nf_real));
+            st->ctxg[row * C + R] = (nf_real)a;
+            st->yg[row] = (nf_real)(lo + D * k);
+        }
+    NF_TRY(nf_flow_log_prob(st->nu, st->lpg, st->yg, st->ctxg, NULL, 2 * K));
+    for (int k = 0; k < 2 * K; k++) out[k] = (nf_real)exp(st->lpg[k]);
+    return NF_OK;
+}
+
+/* p_iak = p(y_k | x_i, a) into st->pk[(a n + i) K + k] and w_ia into st->w[a n + i], for the
+ * batch's units (encode() done).  The grid values of each unit are kept in cache[which] (0 for
+ * training batches, 1 for evaluation) by its index in the source with a copy of its context row,
+ * and reused while the nuisance entries of P are unchanged (stage 2 holds them fixed): after the
+ * first epoch a step evaluates no nuisance. */
+static int nuisance_grid(nf_model *m, const nf_batch *b, int which)
+{
+    struct grid_cache *gc = &((causal_state *)m->state)->cache[which];
+    causal_state *st = m->state;
+    const int n = b->n, K = st->cfg.grid, R = st->cfg.repr, dx = st->cfg.dx, W = dx + 1;
+    const size_t rows = (size_t)n * K;
+    NF_TRY(reserve_grid(st, (size_t)2 * K, (size_t)K + n));
+    double sum = nuisance_checksum(m);
+    if (sum != gc->sum || !gc->valid) {
+        if (gc->ok) memset(gc->ok, 0, gc->n);
+        gc->sum = sum;
+        gc->valid = 1;
+    }
+    nf_flow_set_training(st->nu, 0);
+    int rc = NF_OK;
+    nf_real *tmp = st->lpg + 2 * K; /* (2K) after the log-densities */
+    for (int i = 0; rc == NF_OK && i < n; i++) {
+        size_t u = b->idx[i];
+        const nf_real *row = b->ctx + (size_t)i * W;
+        int use = (u + 1) * (size_t)(2 * K + W) <= CACHE_MAX_ENTRIES;
+        if (use && u >= gc->n) rc = cache_grow(st, gc, u + 1);
+        nf_real *p = use && rc == NF_OK ? gc->p + u * 2 * K : tmp;
+        if (rc == NF_OK && !(use && gc->ok[u] && !memcmp(gc->ctx + u * W, row, (size_t)W * sizeof *row))) {
+            rc = unit_grid(m, st->r + (size_t)i * R, p);
+            if (rc == NF_OK && use) {
+                memcpy(gc->ctx + u * W, row, (size_t)W * sizeof *row);
+                gc->ok[u] = 1;
+            }
+        }
+        for (int a = 0; rc == NF_OK && a < 2; a++)
+            memcpy(st->pk + a * rows + (size_t)i * K, p + (size_t)a * K, (size_t)K * sizeof *p);
+    }
+    nf_flow_set_training(st->nu, st->training);
+    for (int a = 0; rc == NF_OK && a < 2; a++)
+        for (int i = 0; i < n; i++) {
+            int ai = b->ctx[(size_t)i * W + dx] == 1;
+            double pi = prop_arm(st->g[i], a);
+            st->w[a * n + i] = (nf_real)(ai == a && pi >= st->cfg.clip ? 1 / pi : 0);
+        }
+    return rc;
+}
+
+static void ema_update(nf_model *m)
+{
+    causal_state *st = m->state;
+    nf_real *e = m->S->value + st->s_ema, *steps = m->S->value + st->s_steps;
+    const nf_real *p = m->P->value + st->tgt_first;
+    const double d = st->cfg.ema;
+    if (*steps == 0) memcpy(e, p, st->tgt_count * sizeof *e);
+    else
+        for (size_t k = 0; k < st->tgt_count; k++) e[k] = (nf_real)(d * e[k] + (1 - d) * p[k]);
+    *steps += 1;
+}
+
+void nf_causal_swap_ema(nf_model *m)
+{
+    causal_state *st = m->state;
+    if (m->S->value[st->s_steps] == 0) return;
+    nf_real *e = m->S->value + st->s_ema, *p = m->P->value + st->tgt_first;
+    for (size_t k = 0; k < st->tgt_count; k++) {
+        nf_real t = e[k];
+        e[k] = p[k];
+        p[k] = t;
+    }
+}
+
+static int target_pass(nf_model *m, const nf_batch *b, int grad, double *values, double *loss)
+{
+    causal_state *st = m->state;
+    const int n = b->n, K = st->cfg.grid, dx = st->cfg.dx;
+    NF_TRY(reserve_units(st, n));
+    encode(m, b->ctx, dx + 1, n);
+    NF_TRY(nuisance_grid(m, b, grad ? 0 : 1));
+    standardise_y(m, st->ys, b->x, n);
+    const double lo = m->S->value[st->s_lo], D = grid_step(st, m->S);
+    const size_t rows = (size_t)n * K;
+    if (values)
+        for (int i = 0; i < n; i++) values[i] = 0;
+    double total = 0;
+    for (int v = 0; v < 2; v++)
+        for (int a = 0; a < 2; a++) {
+            /* rows: the grid, then the units that enter BC (none for the ablation v = 1) */
+            const nf_real *pk = st->pk + a * rows, *w = st->w + a * n;
+            int nq = K;
+            for (int k = 0; k < K; k++) st->yq[k] = (nf_real)(lo + D * k);
+            for (int i = 0; v == 0 && i < n; i++)
+                if (w[i] != 0) st->yq[nq++] = st->ys[i];
+            NF_TRY(nf_flow_log_prob(st->q[v][a], st->lq, st->yq, NULL, NULL, nq));
+            for (int k = 0; k < K; k++) st->dlq[k] = 0;
+            for (int i = 0, j = K; i < n; i++) {
+                double wi = v == 0 ? w[i] : 0, ti = 0;
+                for (int k = 0; k < K; k++) {
+                    double c = D * (1 - wi) * pk[(size_t)i * K + k];
+                    ti -= c * st->lq[k];
+                    st->dlq[k] -= (nf_real)(c / n);
+                }
+                if (wi != 0) {
+                    ti -= wi * st->lq[j];
+                    st->dlq[j++] = (nf_real)(-wi / n);
+                }
+                total += ti;
+                if (values) values[i] -= ti;
+            }
+            if (grad) NF_TRY(nf_flow_backward(st->q[v][a], st->dlq, NULL, NULL));
+        }
+    *loss = total / n;
+    if (!isfinite(*loss)) return nf_error(NF_ENONFINITE, "target loss is %g", *loss);
+    return NF_OK;
+}
+
+/* ---- the kind ----------------------------------------------------------------------------------- */
+
+static int check_batch(const nf_model *m, const nf_batch *b)
+{
+    const causal_state *st = m->state;
+    if (b->dim != st->cfg.dy || b->ctx_dim != st->cfg.dx + 1 || !b->ctx)
+        return nf_error(NF_EINVAL, "units with %d outcome and %d context columns (expected %d and %d: x then a)",
+                        b->dim, b->ctx_dim, st->cfg.dy, st->cfg.dx + 1);
+    return NF_OK;
+}
+
+static int causal_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
+{
+    NF_TRY(check_batch(m, b));
+    if (m->stage == 0) return nuisance_pass(m, b, rng, 1, NULL, loss);
+    ema_update(m);
+    return target_pass(m, b, 1, NULL, loss);
+}
+
+static int causal_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *values)
+{
+    (void)rng;
+    NF_TRY(check_batch(m, b));
+    double loss;
+    if (m->stage == 0) return nuisance_pass(m, b, NULL, 0, values, &loss);
+    nf_causal_swap_ema(m);
+    int rc = target_pass(m, b, 0, values, &loss);
+    nf_causal_swap_ema(m);
+    return rc;
+}
+
+static void causal_set_training(nf_model *m, int training)
+{
+    causal_state *st = m->state;
+    st->training = training;
+    nf_flow_set_training(st->nu, training);
+    for (int k = 0; k < 4; k++) nf_flow_set_training(st->q[k / 2][k % 2], training);
+}
+
+static int causal_set_stage(nf_model *m, int stage)
+{
+    causal_state *st = m->state;
+    if (stage == 0) m->train_first = 0, m->train_count = st->nuis_count;
+    else m->train_first = st->tgt_first, m->train_count = st->tgt_count;
+    return NF_OK;
+}
+
+static void causal_destroy(nf_model *m)
+{
+    causal_state *st = m->state;
+    if (st) {
+        free_buffers(st);
+        nf_flow_free(st->nu);
+        for (int k = 0; k < 4; k++) nf_flow_free(st->q[k / 2][k % 2]);
+        free(st);
+    }
+    nf_params_free(m->P);
+    nf_params_free(m->S);
+    m->P = m->S = NULL;
+    m->state = NULL;
+    m->flow = NULL;
+}
+
+#define CFG_FIELDS(X)                                                                                                 \
+    X(dx) X(dy) X(repr) X(hidden) X(bins) X(grid) X(noise_r) X(noise_y) X(alpha) X(clip) X(ema)        \
+    X(n_ref) X(margin)
+
+static int causal_save(const nf_model *m, nf_h5 *f, const char *group)
+{
+    const causal_state *st = m->state;
+    char path[256];
+    snprintf(path, sizeof path, "%s/causal", group);
+    NF_TRY(nf_h5_group(f, path));
+#define SAVE(name) NF_TRY(nf_h5_attr_set_double(f, path, #name, (double)st->cfg.name));
+    CFG_FIELDS(SAVE)
+#undef SAVE
+    return nf_h5_attr_set_int64(f, path, "seed", (int64_t)st->cfg.seed);
+}
+
+/* The components into a fresh store, in a fixed order: stage 1's entries first, then stage 2's. */
+static int build(nf_model *m, const nf_causal_config *c, double tail)
+{
+    causal_state *st = nf_calloc(1, sizeof *st, "causal model");
+    m->P = nf_params_alloc();
+    m->S = nf_params_alloc();
+    nf_rng *rng = nf_rng_alloc(c->seed, 0xca05a1);
+    m->state = st;
+    if (!st || !m->P || !m->S || !rng) {
+        nf_rng_free(rng);
+        return nf_error(NF_ENOMEM, "out of memory building a causal model");
+    }
+    st->cfg = *c;
+    char spec[256];
+    int rc = nf_linear_init(&st->repr, m->P, "nuisance.repr", c->dx, c->repr, 0, NULL, rng);
+    if (rc == NF_OK) rc = nf_linear_init(&st->prop, m->P, "nuisance.propensity", c->repr, 1, 0, NULL, rng);
+    snprintf(spec, sizeof spec,
+             "spline-ar(bins=%d,tail=%.17g,hidden=%d,layers=2,activation=tanh), maf(hidden=%d,layers=1,activation=tanh), "
+             "actnorm",
+             c->bins, tail, c->hidden, c->hidden);
+    if (rc == NF_OK) rc = nf_flow_build(&st->nu, spec, c->dy, c->repr + 1, c->seed + 1, m->P, m->S, "nuisance.flow.");
+    st->nuis_count = m->P->n;
+    st->tgt_first = m->P->n;
+    snprintf(spec, sizeof spec, "spline-ar(bins=%d,tail=%.17g,hidden=8,layers=1), actnorm", c->bins, tail);
+    const char *prefix[4] = {"target0.", "target1.", "nobc0.", "nobc1."};
+    for (int k = 0; rc == NF_OK && k < 4; k++)
+        rc = nf_flow_build(&st->q[k / 2][k % 2], spec, c->dy, 0, c->seed + 2 + k, m->P, m->S, prefix[k]);
+    if (rc == NF_OK) st->tgt_count = m->P->n - st->tgt_first;
+    const struct {
+        const char *name;
+        size_t size, *off;
+    } s[] = {{"stats.x_mean", (size_t)c->dx, &st->s_xm},          {"stats.x_scale", (size_t)c->dx, &st->s_xs},
+             {"stats.y_mean", (size_t)c->dy, &st->s_ym},          {"stats.y_scale", (size_t)c->dy, &st->s_ys},
+             {"stats.grid_lo", 1, &st->s_lo},                     {"stats.grid_hi", 1, &st->s_hi},
+             {"plugin.x", (size_t)c->n_ref * c->dx, &st->s_ref}, {"ema.target", st->tgt_count, &st->s_ema},
+             {"ema.steps", 1, &st->s_steps}};
+    for (size_t k = 0; rc == NF_OK && k < sizeof s / sizeof s[0]; k++) rc = nf_params_add(m->S, s[k].name, s[k].size, s[k].off);
+    nf_rng_free(rng);
+    m->ctx_dim = c->dx + 1;
+    return rc;
+}
+
+static int causal_load(nf_model *m, nf_h5 *f, const char *group, int version)
+{
+    (void)version;
+    char path[256];
+    snprintf(path, sizeof path, "%s/causal", group);
+    nf_causal_config c;
+    nf_causal_config_init(&c);
+    double v[13];
+    const char *names[13] = {"dx",      "dy",    "repr", "hidden", "bins",  "grid",  "noise_r",
+                             "noise_y", "alpha", "clip", "ema",    "n_ref", "margin"};
+    for (int k = 0; k < 13; k++) NF_TRY(nf_h5_attr_get_double(f, path, names[k], &v[k]));
+    c.dx = (int)v[0], c.dy = (int)v[1], c.repr = (int)v[2], c.hidden = (int)v[3], c.bins = (int)v[4];
+    c.grid = (int)v[5], c.noise_r = v[6], c.noise_y = v[7], c.alpha = v[8], c.clip = v[9], c.ema = v[10];
+    c.n_ref = (int)v[11], c.margin = v[12];
+    int64_t seed;
+    NF_TRY(nf_h5_attr_get_int64(f, path, "seed", &seed));
+    c.seed = (uint64_t)seed;
+    NF_TRY(nf_causal_config_check(&c));
+    /* the spline's tail is rebuilt from the grid range, which the store then holds */
+    double tail;
+    NF_TRY(nf_h5_attr_get_double(f, path, "tail", &tail));
+    return build(m, &c, tail);
+}
+
+static int causal_save_all(const nf_model *m, nf_h5 *f, const char *group)
+{
+    NF_TRY(causal_save(m, f, group));
+    const causal_state *st = m->state;
+    char path[256];
+    snprintf(path, sizeof path, "%s/causal", group);
+    double lo = m->S->value[st->s_lo], hi = m->S->value[st->s_hi];
+    return nf_h5_attr_set_double(f, path, "tail", fmax(fabs(lo), fabs(hi)));
+}
+
+const nf_model_type nf_model_causal = {
+    .kind = "causal",
+    .summary = "interventional normalizing flows: the density of each potential outcome (nuisance, then target flows)",
+    .command = "nf causal",
+    .source_kind = "rows",
+    .metric = "log_likelihood",
+    .loss = causal_loss,
+    .eval = causal_eval,
+    .set_training = causal_set_training,
+    .save = causal_save_all,
+    .load = causal_load,
+    .destroy = causal_destroy,
+    .n_stages = 2,
+    .stage_names = stage_names,
+    .set_stage = causal_set_stage,
+};
+
+void nf_causal_config_init(nf_causal_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->dx = c->dy = 1;
+    c->repr = 16;
+    c->hidden = 32;
+    c->bins = 8;
+    c->grid = 200;
+    c->noise_r = 0.05;
+    c->noise_y = 0.05;
+    c->alpha = 1;
+    c->clip = 0.05;
+    c->ema = 0.995;
+    c->margin = 0.5;
+    c->seed = 1;
+}
+
+int nf_causal_config_check(const nf_causal_config *c)
+{
+    if (c->dx < 1 || c->dx > 4096) return nf_error(NF_EINVAL, "%d covariates (expected 1..4096)", c->dx);
+    if (c->dy != 1)
+        return nf_error(NF_EINVAL, "a %d-D outcome (expected 1-D: the target stage of 2-D outcomes, by Monte-Carlo "
+                                   "draws, is not implemented yet)", c->dy);
+    if (c->repr < 1 || c->repr > 4096 || c->hidden < 1 || c->hidden > 4096)
+        return nf_error(NF_EINVAL, "widths %d and %d (expected 1..4096)", c->repr, c->hidden);
+    if (c->bins < 2 || c->bins > 64) return nf_error(NF_EINVAL, "%d spline bins (expected 2..64)", c->bins);
+    if (c->grid < 8 || c->grid > 100000) return nf_error(NF_EINVAL, "%d grid points (expected 8..100000)", c->grid);
+    if (!(c->noise_r >= 0 && c->noise_r <= 1) || !(c->noise_y >= 0 && c->noise_y <= 1))
+        return nf_error(NF_EINVAL, "noise %g, %g (expected 0..1)", c->noise_r, c->noise_y);
+    if (!(c->alpha >= 0 && c->alpha <= 1e6)) return nf_error(NF_EINVAL, "alpha %g (expected >= 0)", c->alpha);
+    if (!(c->clip > 0 && c->clip < 0.5)) return nf_error(NF_EINVAL, "clip %g (expected in (0, 0.5))", c->clip);
+    if (!(c->ema >= 0 && c->ema < 1)) return nf_error(NF_EINVAL, "moving-average decay %g (expected in [0, 1))", c->ema);
+    if (!(c->margin >= 0 && c->margin <= 100)) return nf_error(NF_EINVAL, "margin %g (expected 0..100)", c->margin);
+    if (c->n_ref < 0 || c->n_ref > 100000) return nf_error(NF_EINVAL, "%d reference units (expected 0..100000)", c->n_ref);
+    return NF_OK;
+}
+
+const nf_causal_config *nf_model_causal_config(const nf_model *m)
+{
+    return m && m->type == &nf_model_causal ? &((const causal_state *)m->state)->cfg : NULL;
+}
+
+enum { MAX_REF = 1000 };
+
+int nf_model_causal_create(nf_model **out, const nf_causal_config *cfg, const nf_source *train)
+{
+    *out = NULL;
+    nf_rows r = nf_source_rows(train);
+    if (strcmp(train->type->kind, "rows") || !r.x || !r.ctx || train->ctx_dim < 2)
+        return nf_error(NF_EINVAL, "%s: a causal model trains on units loaded as rows with context [x, a]",
+                        train->name);
+    nf_causal_config c = *cfg;
+    c.dx = train->ctx_dim - 1;
+    c.dy = train->dim;
+    c.n_ref = train->n < MAX_REF ? (int)train->n : MAX_REF;
+    NF_TRY(nf_causal_config_check(&c));
+    const size_t n = train->n, dx = (size_t)c.dx;
+    /* standardisation and the outcome range (the grid, and the splines' tails) */
+    double ym = 0, yv = 0, ylo = INFINITY, yhi = -INFINITY;
+    for (size_t i = 0; i < n; i++) ym += r.x[i] / (double)n;
+    for (size_t i = 0; i < n; i++) yv += (r.x[i] - ym) * (r.x[i] - ym) / (double)n;
+    double ys = yv > 0 ? sqrt(yv) : 1;
+    for (size_t i = 0; i < n; i++) ylo = fmin(ylo, (r.x[i] - ym) / ys), yhi = fmax(yhi, (r.x[i] - ym) / ys);
+    /* rounded to the store's type first, so the tail rebuilt from the store on loading is this one */
+    double lo = (nf_real)(ylo - c.margin), hi = (nf_real)(yhi + c.margin);
+    nf_model *m = nf_calloc(1, sizeof *m, "model");
+    if (!m) return NF_ENOMEM;
+    m->type = &nf_model_causal;
+    int rc = build(m, &c, fmax(fabs(lo), fabs(hi)));
+    if (rc != NF_OK) {
+        nf_model_free(m);
+        return rc;
+    }
+    causal_state *st = m->state;
+    nf_real *S = m->S->value;
+    for (size_t j = 0; j < dx; j++) {
+        double mu = 0, v = 0;
+        for (size_t i = 0; i < n; i++) mu += r.ctx[i * (dx + 1) + j] / (double)n;
+        for (size_t i = 0; i < n; i++) v += (r.ctx[i * (dx + 1) + j] - mu) * (r.ctx[i * (dx + 1) + j] - mu) / (double)n;
+        S[st->s_xm + j] = (nf_real)mu;
+        S[st->s_xs + j] = (nf_real)(v > 1e-12 ? sqrt(v) : 1);
+    }
+    S[st->s_ym] = (nf_real)ym, S[st->s_ys] = (nf_real)ys, S[st->s_lo] = (nf_real)lo, S[st->s_hi] = (nf_real)hi;
+    /* reference covariates for the plug-in: evenly spaced training units */
+    for (int k = 0; k < c.n_ref; k++) {
+        size_t i = (size_t)k * n / (size_t)c.n_ref;
+        for (size_t j = 0; j < dx; j++) S[st->s_ref + (size_t)k * dx + j] = r.ctx[i * (dx + 1) + j];
+    }
+    nf_model_set_stage(m, 0);
+    *out = m;
+    return NF_OK;
+}
+
+/* ---- densities, draws and means ------------------------------------------------------------------ */
+
+int nf_causal_logp(nf_model *m, nf_causal_estimator est, int arm, const double *y, size_t n, double *out)
+{
+    if (m->type != &nf_model_causal) return nf_error(NF_EINVAL, "a '%s' model is not a causal model", m->type->kind);
+    if (arm != 0 && arm != 1) return nf_error(NF_EINVAL, "arm %d (expected 0 or 1)", arm);
+    causal_state *st = m->state;
+    const int R = st->cfg.repr, C = R + 1, nr = st->cfg.n_ref;
+    const double lsy = log_scale_y(m), ym = m->S->value[st->s_ym], ys = m->S->value[st->s_ys];
+    nf_model_set_training(m, 0);
+    int rc = NF_OK;
+    if (est == NF_CAUSAL_TARGET || est == NF_CAUSAL_NOBC) {
+        nf_flow *q = st->q[est == NF_CAUSAL_NOBC][arm];
+        const int chunk = 4096;
+        NF_TRY(reserve_grid(st, 0, (size_t)chunk));
+        nf_causal_swap_ema(m);
+        for (size_t at = 0; rc == NF_OK && at < n; at += (size_t)chunk) {
+            int k = (int)(n - at < (size_t)chunk ? n - at : (size_t)chunk);
+            for (int i = 0; i < k; i++) st->yq[i] = (nf_real)((y[at + i] - ym) / ys);
+            rc = nf_flow_log_prob(q, st->lq, st->yq, NULL, NULL, k);
+            for (int i = 0; rc == NF_OK && i < k; i++) out[at + i] = st->lq[i] - lsy;
+        }
+        nf_causal_swap_ema(m);
+        return rc;
+    }
+    if (nr < 1) return nf_error(NF_EINVAL, "the model keeps no reference covariates for the plug-in");
+    NF_TRY(reserve_units(st, nr));
+    encode(m, m->S->value + st->s_ref, st->cfg.dx, nr);
+    NF_TRY(reserve_grid(st, (size_t)nr, 0));
+    for (int j = 0; j < nr; j++) {
+        memcpy(st->ctxg + (size_t)j * C, st->r + (size_t)j * R, (size_t)R * sizeof(nf_real));
+        st->ctxg[(size_t)j * C + R] = (nf_real)arm;
+    }
+    for (size_t i = 0; rc == NF_OK && i < n; i++) {
+        for (int j = 0; j < nr; j++) st->yg[j] = (nf_real)((y[i] - ym) / ys);
+        rc = nf_flow_log_prob(st->nu, st->lpg, st->yg, st->ctxg, NULL, nr);
+        double mx = -INFINITY, s = 0;
+        for (int j = 0; rc == NF_OK && j < nr; j++) mx = fmax(mx, st->lpg[j]);
+        for (int j = 0; rc == NF_OK && j < nr; j++) s += exp(st->lpg[j] - mx);
+        out[i] = mx + log(s / nr) - lsy;
+    }
+    return rc;
+}
+
+int nf_causal_sample(nf_model *m, nf_causal_estimator est, int arm, size_t n, nf_rng *rng, double *y)
+{
+    if (est == NF_CAUSAL_PLUGIN) return nf_error(NF_EINVAL, "draws come from a target flow (not the plug-in)");
+    if (m->type != &nf_model_causal) return nf_error(NF_EINVAL, "a '%s' model is not a causal model", m->type->kind);
+    if (arm != 0 && arm != 1) return nf_error(NF_EINVAL, "arm %d (expected 0 or 1)", arm);
+    causal_state *st = m->state;
+    const double ym = m->S->value[st->s_ym], ys = m->S->value[st->s_ys];
+    const int chunk = 4096;
+    NF_TRY(reserve_grid(st, 0, (size_t)chunk));
+    nf_model_set_training(m, 0);
+    nf_causal_swap_ema(m);
+    int rc = NF_OK;
+    for (size_t at = 0; rc == NF_OK && at < n; at += (size_t)chunk) {
+        int k = (int)(n - at < (size_t)chunk ? n - at : (size_t)chunk);
+        rc = nf_flow_sample(st->q[est == NF_CAUSAL_NOBC][arm], st->yq, NULL, NULL, k, rng);
+        for (int i = 0; rc == NF_OK && i < k; i++) y[at + i] = ym + ys * st->yq[i];
+    }
+    nf_causal_swap_ema(m);
+    return rc;
+}
+
+int nf_causal_mean(nf_model *m, nf_causal_estimator est, int arm, double *mean)
+{
+    if (m->type != &nf_model_causal) return nf_error(NF_EINVAL, "a '%s' model is not a causal model", m->type->kind);
+    causal_state *st = m->state;
+    const int K = 801;
+    const double ym = m->S->value[st->s_ym], ys = m->S->value[st->s_ys];
+    /* the grid's range widened by half on each side: the estimate's mass outside is negligible */
+    double lo = m->S->value[st->s_lo], hi = m->S->value[st->s_hi], w = hi - lo;
+    lo -= w / 2, hi += w / 2;
+    double *y = malloc(K * sizeof *y), *lp = malloc(K * sizeof *lp);
+    if (!y || !lp) {
+        free(y), free(lp);
+        return nf_error(NF_ENOMEM, "out of memory");
+    }
+    for (int k = 0; k < K; k++) y[k] = ym + ys * (lo + (hi - lo) * k / (K - 1));
+    int rc = nf_causal_logp(m, est, arm, y, K, lp);
+    double s = 0, s1 = 0;
+    for (int k = 0; rc == NF_OK && k < K; k++) s += exp(lp[k]), s1 += y[k] * exp(lp[k]);
+    if (rc == NF_OK) *mean = s1 / s;
+    free(y), free(lp);
+    return rc;
+}

@@ -1,0 +1,360 @@
+/* training/model_dependent.c - the "dependent" kind: a flow on a dependent base (distributions/dependent.h),
+ * fit by the unbiased minibatch estimator of the joint likelihood of dependent rows. */
+#include "training/model_dependent.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NF_HALF_LOG_2PI 0.91893853320467274178
+
+typedef struct {
+    nf_dep *dep;          /* attached structure (owned), NULL after a load until attached */
+    nf_dep_kind kind;     /* what the model was built for */
+    size_t n;
+    int n_params, per_block, learn;
+    nf_dep_source src;    /* where the structure comes from; src.path "" if unknown */
+    nf_real *logp;        /* (cap) evaluation buffer */
+    int cap;
+} dep_state;
+
+static const char *kind_name(nf_dep_kind k) { return k == NF_DEP_EQUI ? "equi" : "kinship"; }
+
+static void dependent_destroy(nf_model *m)
+{
+    dep_state *st = m->state;
+    if (st) {
+        nf_dep_free(st->dep);
+        free(st->logp);
+    }
+    free(st);
+    nf_flow_free(m->flow); /* the flow owns the model's store, as in the density kind */
+    m->flow = NULL;
+    m->P = m->S = NULL;
+    m->state = NULL;
+}
+
+/* The flow of `spec` on the standard normal, whose base is then replaced by a dependent base with
+ * the structure's parameters (theta = sigmoid(u), u starting at logit(theta0)). */
+static int build(nf_model *m, const char *spec, int dim, int ctx_dim, uint64_t seed, double theta0)
+{
+    dep_state *st = m->state;
+    NF_TRY(nf_flow_create(&m->flow, spec, dim, ctx_dim, seed));
+    nf_flow *f = m->flow;
+    m->P = f->P;
+    m->S = f->S;
+    m->ctx_dim = f->ctx_dim;
+    if (f->base.type != &nf_dist_normal)
+        return nf_error(NF_EINVAL, "a dependent model needs a flow on the standard normal base (got base=%s): every "
+                                   "row's latent is N(0, I) marginally", f->base.type->name);
+    nf_dist_destroy(&f->base);
+    char opts[128];
+    snprintf(opts, sizeof opts, "params=%d, init=%.17g, learn=%d", st->n_params, log(theta0 / (1 - theta0)),
+             st->learn);
+    int rc = nf_dist_create(&f->base, &nf_dist_dependent, dim, ctx_dim, "base", opts, m->P, m->S, NULL);
+    if (rc != NF_OK) return nf_error_context(rc, "the dependent base");
+    return NF_OK;
+}
+
+/* Hand the structure to the base; a fixed lambda keeps the whole kinship precision (O(b^2) batches). */
+static int use_structure(nf_model *m, nf_dep *dep)
+{
+    const dep_state *st = m->state;
+    if (dep->kind == NF_DEP_KINSHIP && !st->learn && dep->n <= 16384) NF_TRY(nf_dep_kinship_cache(dep, 1));
+    return nf_dist_dependent_attach(&m->flow->base, dep);
+}
+
+static int alloc_model(nf_model **out)
+{
+    nf_model *m = nf_calloc(1, sizeof *m, "model");
+    if (!m) return NF_ENOMEM;
+    m->type = &nf_model_dependent;
+    m->state = nf_calloc(1, sizeof(dep_state), "model");
+    if (!m->state) {
+        free(m);
+        return NF_ENOMEM;
+    }
+    *out = m;
+    return NF_OK;
+}
+
+int nf_model_dependent_create(nf_model **out, const char *spec, int dim, int ctx_dim, uint64_t seed, nf_dep *dep,
+                              double theta0, int learn)
+{
+    *out = NULL;
+    if (!dep) return nf_error(NF_EINVAL, "a dependent model needs a dependence structure");
+    if (!(theta0 > 0 && theta0 < 1)) {
+        const char *what = dep->kind == NF_DEP_EQUI ? "rho" : "lambda";
+        nf_dep_free(dep);
+        return nf_error(NF_EINVAL, "starting %s %g (expected strictly between 0 and 1)", what, theta0);
+    }
+    nf_model *m;
+    int rc = alloc_model(&m);
+    if (rc != NF_OK) {
+        nf_dep_free(dep);
+        return rc;
+    }
+    dep_state *st = m->state;
+    st->dep = dep;
+    st->kind = dep->kind;
+    st->n = dep->n;
+    st->n_params = dep->n_params;
+    st->per_block = dep->per_block;
+    st->learn = learn != 0;
+    rc = build(m, spec, dim, ctx_dim, seed, theta0);
+    if (rc == NF_OK) rc = use_structure(m, dep);
+    if (rc != NF_OK) {
+        nf_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return NF_OK;
+}
+
+int nf_model_dependent_attach(nf_model *m, nf_dep *dep)
+{
+    if (m->type != &nf_model_dependent) {
+        nf_dep_free(dep);
+        return nf_error(NF_EINVAL, "a dependence structure attached to a %s model (expected a dependent one)",
+                        m->type->kind);
+    }
+    dep_state *st = m->state;
+    int rc = NF_OK;
+    if (dep->kind != st->kind)
+        rc = nf_error(NF_EINVAL, "the model was trained with a %s structure, not %s", kind_name(st->kind),
+                      kind_name(dep->kind));
+    else if (dep->n != st->n)
+        rc = nf_error(NF_EINVAL, "the model's structure has %zu points, this one %zu", st->n, dep->n);
+    else if (dep->n_params != st->n_params)
+        rc = nf_error(NF_EINVAL, "the model's structure has %d parameters, this one %d (%d blocks%s)", st->n_params,
+                      dep->n_params, dep->n_blocks, dep->per_block ? ", one rho each" : "");
+    if (rc == NF_OK) rc = use_structure(m, dep);
+    if (rc != NF_OK) {
+        nf_dep_free(dep);
+        return rc;
+    }
+    nf_dep_free(st->dep);
+    st->dep = dep;
+    return NF_OK;
+}
+
+int nf_model_dependent_set_source(nf_model *m, const nf_dep_source *s)
+{
+    if (m->type != &nf_model_dependent) return nf_error(NF_EINVAL, "a %s model has no dependence structure", m->type->kind);
+    dep_state *st = m->state;
+    if (s->kind != st->kind) return nf_error(NF_EINVAL, "a %s source for a %s structure", kind_name(s->kind), kind_name(st->kind));
+    st->src = *s;
+    return NF_OK;
+}
+
+int nf_model_dependent_source(const nf_model *m, nf_dep_source *s)
+{
+    if (m->type != &nf_model_dependent) return nf_error(NF_EINVAL, "a %s model has no dependence structure", m->type->kind);
+    const dep_state *st = m->state;
+    if (!st->src.path[0]) return nf_error(NF_EINVAL, "the model does not say where its dependence structure comes from");
+    *s = st->src;
+    return NF_OK;
+}
+
+nf_dep *nf_model_dependent_structure(const nf_model *m)
+{
+    return m && m->type == &nf_model_dependent ? ((dep_state *)m->state)->dep : NULL;
+}
+
+int nf_model_dependent_describe(const nf_model *m, nf_dep_kind *kind, size_t *n, int *n_params, int *learned,
+                                double *theta, int max)
+{
+    if (m->type != &nf_model_dependent) return nf_error(NF_EINVAL, "a %s model has no dependence structure", m->type->kind);
+    const dep_state *st = m->state;
+    if (kind) *kind = st->kind;
+    if (n) *n = st->n;
+    if (n_params) *n_params = st->n_params;
+    if (learned) *learned = st->learn;
+    nf_real *u;
+    NF_TRY(nf_dist_dependent_params(&m->flow->base, NULL, &u, NULL));
+    for (int k = 0; theta && k < st->n_params && k < max; k++) theta[k] = 1 / (1 + exp(-(double)u[k]));
+    return NF_OK;
+}
+
+/* loss = -(1/b) sum_{i in B} [t_i + log|det J(x_i)|]: the base computes t_i from the batch's latents
+ * and row indices, and its backward the estimator's dL/dz and dL/du; the flow chains the rest. */
+static int dependent_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
+{
+    (void)rng;
+    dep_state *st = m->state;
+    if (!st->dep)
+        return nf_error(NF_EINVAL, "a dependent model needs its structure to train (attach the group ids or kinship "
+                                   "matrix it was trained with)");
+    if (!b->idx) return nf_error(NF_EINVAL, "a dependent model trains on batches that carry their rows' indices");
+    nf_flow *f = m->flow;
+    return nf_flow_nll_step(f, b->x, f->ctx_dim ? b->ctx : NULL, b->idx, b->n, loss);
+}
+
+static int reserve(dep_state *st, int n)
+{
+    if (n <= st->cap) return NF_OK;
+    nf_real *p = realloc(st->logp, (size_t)n * sizeof *p);
+    if (!p) return nf_error(NF_ENOMEM, "out of memory evaluating a batch of %d", n);
+    st->logp = p;
+    st->cap = n;
+    return NF_OK;
+}
+
+/* The marginal log-density of a new row: the flow on N(0, I) (the base without row indices). */
+static int dependent_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *values)
+{
+    (void)rng;
+    dep_state *st = m->state;
+    nf_flow *f = m->flow;
+    NF_TRY(reserve(st, b->n));
+    NF_TRY(nf_flow_log_prob(f, st->logp, b->x, f->ctx_dim ? b->ctx : NULL, NULL, b->n));
+    for (int i = 0; i < b->n; i++) values[i] = st->logp[i];
+    return NF_OK;
+}
+
+/* Data-dependent layers as in the density kind; the training rows must be the structure's points. */
+static int dependent_init_data(nf_model *m, const nf_source *train)
+{
+    dep_state *st = m->state;
+    if (st->dep && train->n != st->n)
+        return nf_error(NF_EINVAL, "%s: %zu training rows but the dependence structure has %zu points (expected "
+                                   "one point per row, in the same order)", train->name, train->n, st->n);
+    return nf_model_density.init_data(m, train);
+}
+
+static void dependent_set_training(nf_model *m, int training) { nf_flow_set_training(m->flow, training); }
+
+static int dependent_save(const nf_model *m, nf_h5 *f, const char *group)
+{
+    const dep_state *st = m->state;
+    char path[256];
+    snprintf(path, sizeof path, "%s/flow", group);
+    NF_TRY(nf_model_flow_save(m->flow, f, path));
+    snprintf(path, sizeof path, "%s/dependence", group);
+    NF_TRY(nf_h5_group(f, path));
+    NF_TRY(nf_h5_attr_set_string(f, path, "structure", kind_name(st->kind)));
+    NF_TRY(nf_h5_attr_set_int64(f, path, "points", (int64_t)st->n));
+    NF_TRY(nf_h5_attr_set_int64(f, path, "params", st->n_params));
+    NF_TRY(nf_h5_attr_set_int64(f, path, "per_block", st->per_block));
+    if (st->src.path[0]) {
+        NF_TRY(nf_h5_attr_set_string(f, path, "source_file", st->src.path));
+        NF_TRY(nf_h5_attr_set_string(f, path, "source_dataset", st->src.dataset));
+    }
+    return nf_h5_attr_set_int64(f, path, "learn", st->learn);
+}
+
+static int load_parts(nf_model *m, nf_h5 *f, const char *group)
+{
+    m->state = nf_calloc(1, sizeof(dep_state), "model");
+    if (!m->state) return NF_ENOMEM;
+    dep_state *st = m->state;
+    char path[256], kind[32];
+    int64_t n, np, pb, learn;
+    snprintf(path, sizeof path, "%s/dependence", group);
+    NF_TRY(nf_h5_attr_get_string(f, path, "structure", kind, sizeof kind));
+    NF_TRY(nf_h5_attr_get_int64(f, path, "points", &n));
+    NF_TRY(nf_h5_attr_get_int64(f, path, "params", &np));
+    NF_TRY(nf_h5_attr_get_int64(f, path, "per_block", &pb));
+    NF_TRY(nf_h5_attr_get_int64(f, path, "learn", &learn));
+    if (strcmp(kind, "equi") && strcmp(kind, "kinship"))
+        return nf_error(NF_EFORMAT, "%s:%s: structure '%s' (expected equi or kinship)", nf_h5_path(f), path, kind);
+    if (n < 1 || np < 1 || np > n || (pb != 0 && pb != 1) || (learn != 0 && learn != 1))
+        return nf_error(NF_EFORMAT, "%s:%s: %lld points, %lld parameters (expected 1 <= parameters <= points, flags 0 "
+                                    "or 1)", nf_h5_path(f), path, (long long)n, (long long)np);
+    st->kind = strcmp(kind, "equi") ? NF_DEP_KINSHIP : NF_DEP_EQUI;
+    st->n = (size_t)n;
+    st->n_params = (int)np;
+    st->per_block = (int)pb;
+    st->learn = (int)learn;
+    st->src.kind = st->kind;
+    st->src.per_block = st->per_block;
+    if (nf_h5_attr_exists(f, path, "source_file")) {
+        NF_TRY(nf_h5_attr_get_string(f, path, "source_file", st->src.path, sizeof st->src.path));
+        NF_TRY(nf_h5_attr_get_string(f, path, "source_dataset", st->src.dataset, sizeof st->src.dataset));
+    }
+    char spec[1 << 16];
+    int64_t dim, ctx_dim, seed;
+    snprintf(path, sizeof path, "%s/flow", group);
+    NF_TRY(nf_h5_attr_get_string(f, path, "spec", spec, sizeof spec));
+    NF_TRY(nf_h5_attr_get_int64(f, path, "dim", &dim));
+    NF_TRY(nf_h5_attr_get_int64(f, path, "ctx_dim", &ctx_dim));
+    NF_TRY(nf_h5_attr_get_int64(f, path, "seed", &seed));
+    if (dim < 1 || dim > (1 << 24) || ctx_dim < 0 || ctx_dim > (1 << 24))
+        return nf_error(NF_EFORMAT, "%s:%s: dimensions %lld and %lld (expected 1..2^24 and 0..2^24)", nf_h5_path(f),
+                        path, (long long)dim, (long long)ctx_dim);
+    int rc = build(m, spec, (int)dim, (int)ctx_dim, (uint64_t)seed, 0.5);
+    if (rc != NF_OK) rc = nf_error_context(rc, "%s: cannot rebuild the flow of %s", nf_h5_path(f), path);
+    return rc;
+}
+
+static int dependent_load(nf_model *m, nf_h5 *f, const char *group, int version)
+{
+    (void)version;
+    int rc = load_parts(m, f, group);
+    if (rc != NF_OK) dependent_destroy(m); /* the file reader does not destroy a model that failed to load */
+    return rc;
+}
+
+int nf_model_dependent_joint(nf_model *m, const nf_source *src, double *joint, double *iid)
+{
+    dep_state *st = m->state;
+    if (m->type != &nf_model_dependent) return nf_error(NF_EINVAL, "a %s model has no joint likelihood", m->type->kind);
+    if (!st->dep) return nf_error(NF_EINVAL, "the joint likelihood needs the model's dependence structure");
+    if (src->n != st->n)
+        return nf_error(NF_EINVAL, "%s: %zu rows but the dependence structure has %zu points", src->name, src->n,
+                        st->n);
+    nf_flow *f = m->flow;
+    const int p = f->dim, B = 1024;
+    nf_real *Z = malloc(st->n * p * sizeof *Z);
+    size_t *idx = malloc(B * sizeof *idx);
+    nf_batch b = {0};
+    int rc = Z && idx ? reserve(st, B) : nf_error(NF_ENOMEM, "out of memory for the joint likelihood");
+    nf_model_set_training(m, 0);
+    double s_logp = 0, s_ld = 0;
+    for (size_t at = 0; rc == NF_OK && at < st->n; at += B) {
+        int k = st->n - at < (size_t)B ? (int)(st->n - at) : B;
+        for (int i = 0; i < k; i++) idx[i] = at + i;
+        rc = nf_source_fetch(src, idx, k, &b);
+        nf_real *z = Z + at * p;
+        if (rc == NF_OK) rc = nf_dist_dependent_capture(&f->base, z);
+        if (rc == NF_OK) rc = nf_flow_log_prob(f, st->logp, b.x, f->ctx_dim ? b.ctx : NULL, NULL, k);
+        nf_dist_dependent_capture(&f->base, NULL);
+        /* log|det J(x_i)| = log p(x_i) - log N(z_i; 0, I) */
+        for (int i = 0; rc == NF_OK && i < k; i++) {
+            double q = 0;
+            for (int j = 0; j < p; j++) q += (double)z[(size_t)i * p + j] * z[(size_t)i * p + j];
+            s_logp += st->logp[i];
+            s_ld += st->logp[i] + 0.5 * q + p * NF_HALF_LOG_2PI;
+        }
+    }
+    double *theta = rc == NF_OK ? malloc((size_t)st->n_params * sizeof *theta) : NULL;
+    if (rc == NF_OK && !theta) rc = nf_error(NF_ENOMEM, "out of memory for the joint likelihood");
+    double lz = 0;
+    if (rc == NF_OK) rc = nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, theta, st->n_params);
+    if (rc == NF_OK) rc = nf_dep_joint_log_prob(st->dep, theta, Z, p, &lz);
+    if (rc == NF_OK) {
+        if (joint) *joint = lz + s_ld;
+        if (iid) *iid = s_logp;
+    }
+    free(theta);
+    free(Z);
+    free(idx);
+    nf_batch_free(&b);
+    return rc;
+}
+
+const nf_model_type nf_model_dependent = {
+    .kind = "dependent",
+    .summary = "a flow fit by maximum likelihood to dependent rows (latents correlated across rows)",
+    .command = "nf fit --dependence",
+    .source_kind = "rows",
+    .metric = "log_likelihood",
+    .loss = dependent_loss,
+    .eval = dependent_eval,
+    .init_data = dependent_init_data,
+    .set_training = dependent_set_training,
+    .save = dependent_save,
+    .load = dependent_load,
+    .destroy = dependent_destroy,
+};
