@@ -116,17 +116,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--components", .kind = FLAG_INT, .dst = &mc.components, .lo = 1, .hi = 1024},
         {.name = "--flow-layers", .kind = FLAG_INT, .dst = &mc.flow_layers, .lo = 1, .hi = 64},
         {.name = "--mark-dim", .kind = FLAG_INT, .dst = &mc.mark_dim, .lo = 1, .hi = 1024},
-        {.name = "--steps", .kind = FLAG_LONG, .dst = &tc.max_steps, .lo = 1, .hi = 1L << 40},
-        {.name = "--batch", .kind = FLAG_INT, .dst = &tc.batch, .lo = 1, .hi = 1 << 20},
-        {.name = "--lr", .kind = FLAG_DOUBLE, .dst = &lr, .lo = 0, .hi = 10},
-        {.name = "--clip", .kind = FLAG_DOUBLE, .dst = &tc.clip, .lo = 0, .hi = 1e12},
-        {.name = "--val-frac", .kind = FLAG_DOUBLE, .dst = &val_frac, .lo = 0, .hi = 0.9},
-        {.name = "--eval-every", .kind = FLAG_LONG, .dst = &tc.eval_every, .lo = 0, .hi = 1L << 40},
-        {.name = "--patience", .kind = FLAG_INT, .dst = &tc.patience, .lo = 0, .hi = 1 << 30},
-        {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &threads, .lo = 1, .hi = 4096},
-        {.name = "--checkpoint-every", .kind = FLAG_LONG, .dst = &tc.checkpoint_every, .lo = 0, .hi = 1L << 40},
-        {.name = "--quiet", .alias = "-q", .kind = FLAG_BOOL, .dst = &quiet},
+        FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 1};

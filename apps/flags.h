@@ -46,6 +46,22 @@ typedef struct flag_spec {
     int *seen;                  /* optional: set to 1 when the flag is given */
 } flag_spec;
 
+/* The flags every model-kind training command shares (nf tpp fit, nf causal fit), as table entries:
+ * tc an nf_train_config, the rest plain variables (lr and val_frac double, seed long, threads and
+ * quiet int) that the command turns into its configuration. */
+#define FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet)                                              \
+    {.name = "--steps", .kind = FLAG_LONG, .dst = &(tc).max_steps, .lo = 1, .hi = 1L << 40},                \
+    {.name = "--batch", .kind = FLAG_INT, .dst = &(tc).batch, .lo = 1, .hi = 1 << 20},                       \
+    {.name = "--lr", .kind = FLAG_DOUBLE, .dst = &(lr), .lo = 0, .hi = 10},                                  \
+    {.name = "--clip", .kind = FLAG_DOUBLE, .dst = &(tc).clip, .lo = 0, .hi = 1e12},                         \
+    {.name = "--val-frac", .kind = FLAG_DOUBLE, .dst = &(val_frac), .lo = 0, .hi = 0.9},                     \
+    {.name = "--eval-every", .kind = FLAG_LONG, .dst = &(tc).eval_every, .lo = 0, .hi = 1L << 40},          \
+    {.name = "--patience", .kind = FLAG_INT, .dst = &(tc).patience, .lo = 0, .hi = 1 << 30},                \
+    {.name = "--seed", .kind = FLAG_LONG, .dst = &(seed), .lo = 0, .hi = 1L << 53},                          \
+    {.name = "--threads", .kind = FLAG_INT, .dst = &(threads), .lo = 1, .hi = 4096},                         \
+    {.name = "--checkpoint-every", .kind = FLAG_LONG, .dst = &(tc).checkpoint_every, .lo = 0, .hi = 1L << 40}, \
+    {.name = "--quiet", .alias = "-q", .kind = FLAG_BOOL, .dst = &(quiet)}
+
 typedef struct flags_cmd {
     const char *cmd;            /* "sample", "data make": every message begins "nf CMD: " */
     const char *help;           /* printed to stdout for -h / --help */
