@@ -7,7 +7,7 @@
 VERSION   := 0.1.0
 PREFIX    ?= /usr/local
 CC        ?= gcc
-PKGS      := gsl hdf5-serial fftw3 fftw3f cairo
+PKGS      := gsl hdf5-serial fftw3 fftw3f cairo zlib
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # GSL's pkg-config adds -lgslcblas; we drop it so GSL's and our BLAS calls both run on OpenBLAS.
 PKG_LIBS   = $(filter-out -lgslcblas,$(shell pkg-config --libs $(PKGS) 2>/dev/null)) -lopenblas -lgif
@@ -132,7 +132,7 @@ check: deps
 # GCC's libgomp, uninstrumented, would have every OpenMP region reported as a race.  Skipped, with
 # a line saying so, where clang or Archer is missing.
 TSAN_CC     ?= clang
-TSAN_SUITES := check_threads check_blas check_nn check_nn_blocks check_gru check_trainer check_flow
+TSAN_SUITES := check_threads check_blas check_nn check_nn_blocks check_gru check_trainer check_flow check_attention
 check-tsan:
 	@archer=$$($(TSAN_CC) -print-resource-dir 2>/dev/null)/../../libarcher.so; \
 	if [ -f "$$archer" ]; then \
@@ -157,6 +157,8 @@ install: all
 	for d in $(LIB_DIRS); do install -d $(DESTDIR)$(PREFIX)/include/nf/$$d; \
 	  install -m 644 $$d/*.h $(DESTDIR)$(PREFIX)/include/nf/$$d/; done
 	install -m 644 nf.h $(DESTDIR)$(PREFIX)/include/nf/nf.h
+	install -d $(DESTDIR)$(PREFIX)/share/nf
+	install -m 644 data/digits.csv.gz $(DESTDIR)$(PREFIX)/share/nf/digits.csv.gz
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@DEFS@|$(filter -DNF_DOUBLE%,$(DEFS))|g' \
 	  nf.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/nf.pc
 

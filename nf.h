@@ -11,6 +11,8 @@
 #include "core/h5.h"
 #include "core/import.h"
 #include "nn/nn.h"
+#include "nn/conv2d.h"
+#include "nn/transformer.h"
 #include "distributions/dist.h"
 #include "flows/bijector.h"
 #include "flows/flow.h"
@@ -18,7 +20,9 @@
 #include "training/schedule.h"
 #include "training/trainer.h"
 #include "training/model_file.h"
+#include "training/model_image.h"
 #include "datasets/dataset.h"
+#include "datasets/images.h"
 #include "plot/plot.h"
 
 #endif

@@ -11,6 +11,7 @@
 #include "apps/commands.h"
 #include "apps/datafile.h"
 #include "apps/flags.h"
+#include "apps/mpi.h"
 #include "apps/train_run.h"
 #include "core/h5.h"
 #include "core/import.h"
@@ -282,6 +283,9 @@ static int cmd_fit(int argc, char **argv)
     if (resume && pos[0]) return cli_usage_error(cmd, "--resume takes the model file only (the data path is stored in it)");
     if (!resume && !pos[0]) return cli_usage_error(cmd, "no data file given (expected: nf causal fit DATA.h5 -o MODEL.h5)");
     if (!resume && !out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
+    /* under mpirun every process loads the units and computes its part of each batch */
+    if ((urc = app_mpi_start(cmd)) != 0) return urc;
+    if (app_mpi_rank() != 0) quiet = 1;
     cli_set_threads(threads);
     mc.noise_r = mc.noise_y = noise;
     nf_model *m = NULL;
@@ -347,7 +351,7 @@ static int cmd_fit(int argc, char **argv)
     nf_source_free(val);
     nf_source_free(all);
     nf_causal_data_free(&d);
-    return status;
+    return app_mpi_end(status);
 }
 
 /* ---- density, sample --------------------------------------------------------------------------- */
@@ -641,6 +645,7 @@ int nf_cmd_causal(int argc, char **argv)
         int (*run)(int, char **);
     } sub[] = {{"import", cmd_import}, {"fit", cmd_fit},   {"density", cmd_density},
                {"sample", cmd_sample}, {"eval", cmd_eval}, {"plot", cmd_plot}};
+    if (strcmp(argv[1], "fit") && app_mpi_refuse("causal")) return 2; /* only fit runs as several processes */
     for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++)
         if (!strcmp(argv[1], sub[i].name)) return sub[i].run(argc - 1, argv + 1);
     return cli_usage_error("causal", "unknown subcommand '%s' (expected import, fit, density, sample, eval or plot)",

@@ -1,4 +1,5 @@
-/* apps/cmd_data.c - nf data: make built-in data sets, import CSV/NPY, split into train/val/test.
+/* apps/cmd_data.c - nf data: make built-in data sets, import CSV/NPY, split into train/val/test
+ * (image data sets, PNG and image NPY imports and nf data show: apps/data_images.c).
  *
  * Every file written is an "nf-data" (version 1) HDF5 file written atomically (nf_h5_create writes a
  * temporary and commit renames it into place): /x (n, d) float64, /logp_true (n) where the density
@@ -17,6 +18,7 @@
 #include "core/h5.h"
 #include "core/import.h"
 #include "datasets/dataset.h"
+#include "datasets/images.h"
 
 #define DATA_FORMAT "nf-data"
 #define DATA_VERSION 1
@@ -31,7 +33,8 @@ static void make_help_text(char *buf, size_t size)
              "usage: nf data make NAME [-n N] [--seed S] [--dim D] [--components K] [--model-seed S]\n"
              "                         [--flow PRESET] [--entropy-n M] [--threads N] -o FILE.h5\n"
              "       nf data make --list\n"
-             "       nf data make tpp-NAME ... -o SEQ.h5   (event sequences: nf data make tpp-hawkes --help)\n\n"
+             "       nf data make tpp-NAME ... -o SEQ.h5   (event sequences: nf data make tpp-hawkes --help)\n"
+             "       nf data make shapes|digits ... -o IMAGES.h5   (images: nf data make shapes --help)\n\n"
              "Draw N points from a built-in data set and write /x (N x d, float64), /logp_true (N, the\n"
              "true log-density) and attributes generator, seed, n, dim, density, entropy, entropy_stderr.\n\n"
              "  -n N             number of points (default %d)\n"
@@ -71,14 +74,16 @@ static const char *const IMPORT_HELP =
     "  --header H       CSV header line: auto, yes or no (default auto)\n"
     "  -o FILE.h5       output file (required)\n"
     "  --sequences      event sequences instead (CSV in long form: id, time[, mark]; NPY: one row\n"
-    "                   per sequence) into an nf-sequences file: nf data import --sequences --help\n\n"
+    "                   per sequence) into an nf-sequences file: nf data import --sequences --help\n"
+    "  images           a folder of PNG files, or an NPY of 3 or 4 dimensions (n, H, W[, C]), becomes\n"
+    "                   an image data file: nf data import DIR --help\n\n"
     "examples:\n"
     "  nf data import measurements.csv -o data.h5\n"
     "  nf data import faithful.csv --columns eruptions,waiting --context kind -o faithful.h5\n";
 
 static const char *const SPLIT_HELP =
     "usage: nf data split FILE.h5 [--val F] [--test F] [--seed S] [-o PREFIX]\n\n"
-    "Shuffle the rows of /x (with /logp_true and /context when present) with a seeded\n"
+    "Shuffle the rows of /x (with /logp_true, /context and image labels when present) with a seeded\n"
     "permutation and write PREFIX.train.h5, PREFIX.val.h5 and PREFIX.test.h5 (a part of no\n"
     "rows, such as --val 0, is not written).  An nf-sequences file is split by whole sequences,\n"
     "with their marks and true log-likelihoods.\n\n"
@@ -93,10 +98,11 @@ static void data_help(FILE *out)
 {
     char make_help[4096];
     make_help_text(make_help, sizeof make_help);
-    fprintf(out, "usage: nf data make|import|split ...   (nf data SUBCOMMAND --help)\n\n"
+    fprintf(out, "usage: nf data make|import|split|show ...   (nf data SUBCOMMAND --help)\n\n"
                  "  make     draw a built-in data set with its true log-density\n"
-                 "  import   convert CSV or NPY into an nf data file\n"
-                 "  split    split a data file into train, validation and test files\n\n");
+                 "  import   convert CSV or NPY (or PNG images) into an nf data file\n"
+                 "  split    split a data file into train, validation and test files\n"
+                 "  show     draw the images of an image data file as a PNG grid (nf data show --help)\n\n");
     fputs(make_help, out);
     fputc('\n', out);
     fputs(IMPORT_HELP, out);
@@ -113,6 +119,7 @@ static int list_sets(void)
         const char *kind = t->density == NF_DENSITY_EXACT ? "exact" : t->density == NF_DENSITY_NUMERICAL ? "numerical" : "none";
         printf("%-13s dim %s  density %-9s  %s\n", t->name, dim, kind, t->summary);
     }
+    app_data_list_images();
     app_data_list_tpp();
     return 0;
 }
@@ -163,6 +170,10 @@ static int cmd_make(int argc, char **argv)
     for (int i = 0; argc > 1 && make_families[i].prefix; i++)
         if (!strncmp(argv[1], make_families[i].prefix, strlen(make_families[i].prefix)))
             return make_families[i].make(argc, argv);
+    for (int i = 1; i < argc; i++) /* the image sets, named anywhere (not as the value of a flag) */
+        if ((!strcmp(argv[i], "shapes") || !strcmp(argv[i], "digits")) && strcmp(argv[i - 1], "-o") &&
+            strcmp(argv[i - 1], "--output") && strcmp(argv[i - 1], "--flow") && strcmp(argv[i - 1], "--from"))
+            return app_data_make_images(argc, argv);
     const char *cmd = "data make", *name = NULL, *out = NULL;
     long n = DEFAULT_N, seed = DEFAULT_SEED, model_seed = 0, ent_n = DEFAULT_ENTROPY_N;
     int list = 0, set_dim = 0, set_k = 0, set_ms = 0, set_flow = 0, threads = 0;
@@ -245,6 +256,11 @@ static int cmd_import(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) /* event sequences: the importer of nf tpp import */
         if (!strcmp(argv[i], "--sequences")) return app_tpp_import("data import", argc, argv);
+    for (int i = 1; i < argc; i++) /* images: a folder of PNG files, an NPY of 3 or 4 dimensions */
+        if (!strncmp(argv[i], "--labels", 8) || !strncmp(argv[i], "--levels", 8) || !strcmp(argv[i], "--rgb") ||
+            (argv[i][0] != '-' && strcmp(argv[i - 1], "-o") && strcmp(argv[i - 1], "--delimiter") &&
+             app_is_image_input(argv[i])))
+            return app_data_import_images(argc, argv);
     const char *cmd = "data import", *in = NULL, *out = NULL, *delimiter = NULL;
     int header = 0, set_header = 0;
     nf_import_select sel = {0};
@@ -312,6 +328,11 @@ typedef struct split_input {
     size_t n, d, c;
     char **cols, **ctx_names;
     size_t ncols, nctx_names;
+    int image;              /* /x has image attributes (datasets/images.h) */
+    nf_image_info img;
+    int64_t *labels;        /* (n) image classes, or NULL */
+    char **class_names;     /* (n_classes) */
+    size_t n_classes;
 } split_input;
 
 static void split_input_free(split_input *s)
@@ -321,6 +342,8 @@ static void split_input_free(split_input *s)
     free(s->ctx);
     if (s->cols) nf_h5_strings_free(s->cols, s->ncols);
     if (s->ctx_names) nf_h5_strings_free(s->ctx_names, s->nctx_names);
+    free(s->labels);
+    if (s->class_names) nf_h5_strings_free(s->class_names, s->n_classes);
 }
 
 static int split_read(const char *in, split_input *s)
@@ -358,6 +381,11 @@ static int split_read(const char *in, split_input *s)
             rc = nf_error(NF_EFORMAT, "%s:/context_names has %zu names, expected %zu (one per column of /context)", in,
                           s->nctx_names, s->c);
     }
+    if (rc == NF_OK && nf_h5_attr_exists(f, "/x", "image_shape")) {
+        s->image = 1;
+        rc = nf_image_info_read(f, s->n, s->d, &s->img);
+    }
+    if (rc == NF_OK) rc = nf_image_labels_read(f, s->n, &s->labels, &s->class_names, &s->n_classes);
     nf_h5_close(f);
     return rc;
 }
@@ -405,6 +433,16 @@ static int split_write(nf_h5 *f, const char *in, nf_h5 *src, const split_input *
     }
     if (s->cols) NF_TRY(nf_h5_write_strings(f, "/columns", (const char *const *)s->cols, s->ncols));
     if (s->ctx_names) NF_TRY(nf_h5_write_strings(f, "/context_names", (const char *const *)s->ctx_names, s->nctx_names));
+    if (s->image) NF_TRY(nf_image_attrs_write(f, &s->img));
+    if (s->labels) {
+        int64_t *lab = malloc(m * sizeof *lab);
+        if (!lab) return nf_error(NF_ENOMEM, "%s: out of memory for %zu labels", in, m);
+        for (size_t i = 0; i < m; i++) lab[i] = s->labels[rows[i]];
+        int rc = nf_h5_write_int64(f, "/labels", lab, m, 0);
+        free(lab);
+        NF_TRY(rc);
+        NF_TRY(nf_h5_write_strings(f, "/class_names", (const char *const *)s->class_names, s->n_classes));
+    }
     if (src) NF_TRY(copy_attrs(src, f));
     NF_TRY(nf_h5_attr_set_int64(f, "/", "n", (int64_t)m));
     NF_TRY(nf_h5_attr_set_int64(f, "/", "dim", (int64_t)s->d));
@@ -513,5 +551,6 @@ int nf_cmd_data(int argc, char **argv)
     if (!strcmp(argv[1], "make")) return cmd_make(argc - 1, argv + 1);
     if (!strcmp(argv[1], "import")) return cmd_import(argc - 1, argv + 1);
     if (!strcmp(argv[1], "split")) return cmd_split(argc - 1, argv + 1);
-    return cli_usage_error("data", "unknown subcommand '%s' (expected make, import or split)", argv[1]);
+    if (!strcmp(argv[1], "show")) return app_data_show(argc - 1, argv + 1);
+    return cli_usage_error("data", "unknown subcommand '%s' (expected make, import, split or show)", argv[1]);
 }

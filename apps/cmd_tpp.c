@@ -127,7 +127,8 @@ static int cmd_fit(int argc, char **argv)
     if (!resume && !out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
     if (nf_tpp_decoder_parse(decoder, &mc.decoder) != NF_OK) return cli_usage_error(cmd, "--%s", nf_strerror_last());
     if (nf_tpp_rnn_parse(rnn, &mc.rnn) != NF_OK) return cli_usage_error(cmd, "--%s", nf_strerror_last());
-    /* under mpirun every process loads the sequences and computes its part of each batch */
+    /* under mpirun every process loads the events of its share of the sequences and computes its
+     * part of each batch */
     if ((urc = app_mpi_start(cmd)) != 0) return urc;
     if (app_mpi_rank() != 0) quiet = 1;
     set_threads(threads);
@@ -153,10 +154,10 @@ static int cmd_fit(int argc, char **argv)
         tc.schedule.total = tc.max_steps;
         mc.seed = (uint64_t)seed;
     }
-    if (rc == NF_OK) rc = nf_source_sequences_load(&all, data);
+    if (rc == NF_OK) rc = nf_source_sequences_load_share(&all, data, app_mpi_rank(), app_mpi_size());
     if (rc == NF_OK) rc = nf_source_split(all, val_frac, tc.seed, &val, &train);
     if (rc == NF_OK && !m) {
-        rc = nf_model_tpp_create(&m, &mc, train);
+        rc = nf_model_tpp_create_shared(&m, &mc, train, app_mpi_comm());
         snprintf(meta.data_path, sizeof meta.data_path, "%s", data);
         snprintf(meta.data_dataset, sizeof meta.data_dataset, "/times");
         meta.val_frac = val_frac;

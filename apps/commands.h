@@ -16,6 +16,7 @@ int nf_cmd_sample(int argc, char **argv);
 int nf_cmd_info(int argc, char **argv);
 int nf_cmd_plot(int argc, char **argv);
 int nf_cmd_tpp(int argc, char **argv);
+int nf_cmd_image(int argc, char **argv);
 int nf_cmd_causal(int argc, char **argv);
 
 /* Event-sequence data (apps/data_tpp.c).  nf data make tpp-NAME (argv[0] "make", argv[1] the name);
@@ -26,6 +27,14 @@ int app_data_make_tpp(int argc, char **argv);
 int app_data_make_causal(int argc, char **argv);   /* apps/data_make_causal.c */
 int app_data_make_dependent(int argc, char **argv); /* apps/data_make_dependent.c */
 void app_data_list_tpp(void);
+/* Image data (apps/data_images.c): nf data make shapes|digits (argv[0] "make", the name anywhere) and
+ * their lines of --list; nf data import of a folder of PNG files or an image NPY (argv[0] "import"),
+ * and whether an input is one (a folder, or an NPY of 3 or more dimensions); nf data show. */
+int app_data_make_images(int argc, char **argv);
+void app_data_list_images(void);
+int app_is_image_input(const char *path);
+int app_data_import_images(int argc, char **argv);
+int app_data_show(int argc, char **argv);
 int app_tpp_import(const char *cmd, int argc, char **argv);
 int app_is_sequences_file(const char *path);
 int app_data_split_sequences(const char *cmd, const char *in, const char *const path[3], double val, double test,

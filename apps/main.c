@@ -19,7 +19,7 @@ typedef struct {
 } command;
 
 static const command commands[] = {
-    {"data", nf_cmd_data, "make built-in datasets, import CSV/NPY, split into train/val/test"},
+    {"data", nf_cmd_data, "make built-in datasets, import CSV/NPY/PNG, split into train/val/test, show images"},
     {"fit", nf_cmd_fit, "fit a flow to a data file (checkpoints, resume)"},
     {"eval", nf_cmd_eval, "mean log-likelihood, bits/dim and the gap to the true density"},
     {"logprob", nf_cmd_logprob, "log-density of every sample, to a file"},
@@ -28,6 +28,7 @@ static const command commands[] = {
     {"plot", nf_cmd_plot, "pictures: data, density and samples; pair plots; training history"},
     {"tpp", nf_cmd_tpp, "temporal point processes: import event sequences, fit, evaluate"},
     {"causal", nf_cmd_causal, "interventional densities of potential outcomes: import, fit, density, sample, eval"},
+    {"image", nf_cmd_image, "flows on images (Glow, RealNVP, TarFlow): fit, bits/dim, sample grids, classify"},
     {NULL, NULL, NULL},
 };
 
@@ -101,8 +102,10 @@ int main(int argc, char **argv)
                app_mpi_library());
         return 0;
     }
-    /* under mpirun only the training commands run (each checks its subcommand: nf tpp fit) */
-    if (strcmp(argv[1], "fit") && strcmp(argv[1], "tpp") && app_mpi_refuse(argv[1])) return 2;
+    /* under mpirun only the training commands run (each checks its subcommand: nf tpp fit, nf causal fit) */
+    if (strcmp(argv[1], "fit") && strcmp(argv[1], "tpp") && strcmp(argv[1], "causal") && strcmp(argv[1], "image") &&
+        app_mpi_refuse(argv[1]))
+        return 2;
     for (const command *c = commands; c->name; c++)
         if (!strcmp(argv[1], c->name)) return c->run(argc - 1, argv + 1);
     fprintf(stderr, "nf: unknown command '%s' (run 'nf --help' for the list)\n", argv[1]);

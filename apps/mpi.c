@@ -29,8 +29,8 @@ int app_mpi_refuse(const char *cmd)
 {
     int k = app_mpi_launched();
     if (k <= 1) return 0;
-    fprintf(stderr, "nf %s: runs in one process, but mpirun started %d (only training commands such as nf fit and "
-                    "nf tpp fit run across processes)\n", cmd, k);
+    fprintf(stderr, "nf %s: runs in one process, but mpirun started %d (only training commands such as nf fit, "
+                    "nf tpp fit and nf causal fit run across processes)\n", cmd, k);
     return 2;
 }
 

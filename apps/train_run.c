@@ -34,6 +34,19 @@ static void fmt_time(char *buf, size_t size, double s)
     else snprintf(buf, size, "%dh%02d", (int)s / 3600, ((int)s % 3600) / 60);
 }
 
+/* How a model kind's metric is shown: its short name and the sign that makes it read naturally
+ * (the trainer maximises -bits/dim; people read bits/dim). */
+static const char *metric_label(const char *metric, double *sign)
+{
+    *sign = 1;
+    if (metric && !strcmp(metric, "elbo")) return "elbo";
+    if (metric && !strcmp(metric, "neg_bits_per_dim")) {
+        *sign = -1;
+        return "bpd";
+    }
+    return "ll";
+}
+
 static void progress(void *user, const nf_train_progress *p)
 {
     run_ctx *c = user;
@@ -43,23 +56,24 @@ static void progress(void *user, const nf_train_progress *p)
     if (c->tty && !last && p->seconds - c->last_print < 0.1) return;
     c->last_print = p->seconds;
     char eta[32], step[48], val[80], epoch[32] = "";
-    const char *m = p->metric && !strcmp(p->metric, "elbo") ? "elbo" : "ll";
+    double sg = 1;
+    const char *m = metric_label(p->metric, &sg);
     if (p->has_data) snprintf(epoch, sizeof epoch, "epoch %d ", p->epoch);
     fmt_time(eta, sizeof eta, p->eta_seconds);
     if (p->total_steps > 0) snprintf(step, sizeof step, "step %ld/%ld", p->step, p->total_steps);
     else snprintf(step, sizeof step, "step %ld", p->step);
-    if (isfinite(p->best_val)) snprintf(val, sizeof val, " | val %s %.4f (best %.4f)", m, p->val_ll, p->best_val);
+    if (isfinite(p->best_val)) snprintf(val, sizeof val, " | val %s %.4f (best %.4f)", m, sg * p->val_ll, sg * p->best_val);
     else val[0] = '\0';
-    if (!isfinite(p->val_ll) && isfinite(p->best_val)) snprintf(val, sizeof val, " | best val %s %.4f", m, p->best_val);
+    if (!isfinite(p->val_ll) && isfinite(p->best_val)) snprintf(val, sizeof val, " | best val %s %.4f", m, sg * p->best_val);
     if (c->tty) {
         int width = 24, filled = p->total_steps > 0 ? (int)(width * (double)p->step / p->total_steps) : 0;
         char bar[32];
         for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
         bar[width] = '\0';
-        fprintf(stderr, "\r[%s] %s%s | train %s %.4f%s | %.0f steps/s | ETA %s\033[K", bar, epoch, step, m, p->train_ll,
+        fprintf(stderr, "\r[%s] %s%s | train %s %.4f%s | %.0f steps/s | ETA %s\033[K", bar, epoch, step, m, sg * p->train_ll,
                 val, p->steps_per_sec, eta);
     } else {
-        fprintf(stderr, "%s%s | train %s %.4f%s | %.0f steps/s | ETA %s\n", epoch, step, m, p->train_ll, val,
+        fprintf(stderr, "%s%s | train %s %.4f%s | %.0f steps/s | ETA %s\n", epoch, step, m, sg * p->train_ll, val,
                 p->steps_per_sec, eta);
     }
     fflush(stderr);
@@ -124,10 +138,12 @@ int app_train_run_go(app_train_run *r, nf_trainer *t)
         return 130;
     }
     if (!r->quiet) {
-        const char *metric = !strcmp(r->model->type->metric, "elbo") ? "ELBO" : "log-likelihood";
+        double sg = 1;
+        const char *m = metric_label(r->model->type->metric, &sg);
+        const char *metric = !strcmp(m, "elbo") ? "ELBO" : !strcmp(m, "bpd") ? "bits/dim" : "log-likelihood";
         if (t->nv && isfinite(t->best_val))
             fprintf(stderr, "nf %s: done (%s, %.1f s); best validation %s %.4f at step %ld; wrote %s\n", r->cmd,
-                    t->stop_reason, t->seconds, metric, t->best_val, t->best_step, r->out);
+                    t->stop_reason, t->seconds, metric, sg * t->best_val, t->best_step, r->out);
         else
             fprintf(stderr, "nf %s: done (%s, %.1f s); wrote %s\n", r->cmd, t->stop_reason, t->seconds, r->out);
     }

@@ -647,6 +647,18 @@ int nf_h5_read_real_rows(nf_h5 *f, const char *path, size_t first, size_t n, nf_
     return read_array_rows(f, path, mt, sizeof(nf_real), first, n, (void **)x, rows, cols, total);
 }
 
+int nf_h5_read_double_rows(nf_h5 *f, const char *path, size_t first, size_t n, double **x, size_t *rows, size_t *cols,
+                           size_t *total)
+{
+    return read_array_rows(f, path, H5T_NATIVE_DOUBLE, sizeof(double), first, n, (void **)x, rows, cols, total);
+}
+
+int nf_h5_read_int64_rows(nf_h5 *f, const char *path, size_t first, size_t n, int64_t **x, size_t *rows, size_t *cols,
+                          size_t *total)
+{
+    return read_array_rows(f, path, H5T_NATIVE_INT64, sizeof(int64_t), first, n, (void **)x, rows, cols, total);
+}
+
 int nf_h5_read_real(nf_h5 *f, const char *path, nf_real **x, size_t *rows, size_t *cols)
 {
 #ifdef NF_DOUBLE
@@ -905,6 +917,64 @@ int nf_h5_attr_get_int64(nf_h5 *f, const char *obj, const char *name, int64_t *v
     } else {
         rc = nf_error(NF_EFORMAT, "%s: attribute '%s' on %s is not a number", f->path, name, obj);
     }
+    H5Aclose(a);
+    return rc;
+}
+
+int nf_h5_attr_set_int64s(nf_h5 *f, const char *obj, const char *name, const int64_t *v, size_t n)
+{
+    NF_TRY(check_writable(f, obj));
+    if (!obj_exists(f->fid, obj))
+        return nf_error(NF_EINVAL, "%s: cannot set attribute '%s': no object %s", f->path, name, obj);
+    hid_t o = H5Oopen(f->fid, obj, H5P_DEFAULT);
+    if (o < 0) return nf_error(NF_EIO, "%s: cannot open %s", f->path, obj);
+    if (H5Aexists(o, name) > 0) H5Adelete(o, name);
+    hsize_t dim = n;
+    hid_t space = H5Screate_simple(1, &dim, NULL);
+    hid_t a = H5Acreate2(o, name, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = NF_OK;
+    if (a < 0 || H5Awrite(a, H5T_NATIVE_INT64, v) < 0)
+        rc = nf_error(NF_EIO, "%s: cannot write attribute '%s' on %s", f->path, name, obj);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(space);
+    H5Oclose(o);
+    return rc;
+}
+
+int nf_h5_attr_get_int64s(nf_h5 *f, const char *obj, const char *name, int64_t *v, size_t n)
+{
+    NF_TRY(check_obj(f, obj));
+    if (!nf_h5_attr_exists(f, obj, name))
+        return nf_error(NF_EFORMAT, "%s: no attribute '%s' on %s", f->path, name, obj);
+    hid_t a = H5Aopen_by_name(f->fid, obj, name, H5P_DEFAULT, H5P_DEFAULT);
+    if (a < 0) return nf_error(NF_EIO, "%s: cannot open attribute '%s' on %s", f->path, name, obj);
+    hid_t t = H5Aget_type(a), space = H5Aget_space(a);
+    H5T_class_t cls = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
+    hssize_t np = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+    if (t >= 0) H5Tclose(t);
+    if (space >= 0) H5Sclose(space);
+    int rc = NF_OK;
+    double *d = NULL;
+    if (np != (hssize_t)n)
+        rc = nf_error(NF_EFORMAT, "%s: attribute '%s' on %s holds %lld values (expected %zu)", f->path, name, obj,
+                      (long long)np, n);
+    else if (cls == H5T_INTEGER) {
+        if (H5Aread(a, H5T_NATIVE_INT64, v) < 0)
+            rc = nf_error(NF_EIO, "%s: cannot read attribute '%s' on %s", f->path, name, obj);
+    } else if (cls == H5T_FLOAT) {
+        if (!(d = malloc((n ? n : 1) * sizeof *d))) rc = nf_error(NF_ENOMEM, "%s: out of memory", f->path);
+        else if (H5Aread(a, H5T_NATIVE_DOUBLE, d) < 0)
+            rc = nf_error(NF_EIO, "%s: cannot read attribute '%s' on %s", f->path, name, obj);
+        for (size_t i = 0; rc == NF_OK && i < n; i++) {
+            if (!(d[i] >= -9.2e18 && d[i] <= 9.2e18) || d[i] != (double)(int64_t)d[i])
+                rc = nf_error(NF_EFORMAT, "%s: attribute '%s' on %s holds %g (expected integers)", f->path, name,
+                              obj, d[i]);
+            else v[i] = (int64_t)d[i];
+        }
+    } else {
+        rc = nf_error(NF_EFORMAT, "%s: attribute '%s' on %s is not numeric", f->path, name, obj);
+    }
+    free(d);
     H5Aclose(a);
     return rc;
 }

@@ -48,6 +48,11 @@ int nf_h5_read_real_rows(nf_h5 *f, const char *path, size_t first, size_t n, nf_
                          size_t *total);
 int nf_h5_read_double(nf_h5 *f, const char *path, double **x, size_t *rows, size_t *cols);
 int nf_h5_read_int64(nf_h5 *f, const char *path, int64_t **x, size_t *rows, size_t *cols);
+/* The same rows of a dataset as doubles or int64s (the events of some sequences). */
+int nf_h5_read_double_rows(nf_h5 *f, const char *path, size_t first, size_t n, double **x, size_t *rows, size_t *cols,
+                           size_t *total);
+int nf_h5_read_int64_rows(nf_h5 *f, const char *path, size_t first, size_t n, int64_t **x, size_t *rows, size_t *cols,
+                          size_t *total);
 int nf_h5_read_bytes(nf_h5 *f, const char *path, void **bytes, size_t *n);
 /* *s receives n malloc'd strings in one malloc'd array; free with nf_h5_strings_free. */
 int nf_h5_read_strings(nf_h5 *f, const char *path, char ***s, size_t *n);
@@ -61,5 +66,9 @@ int nf_h5_attr_set_int64(nf_h5 *f, const char *obj, const char *name, int64_t va
 int nf_h5_attr_get_string(nf_h5 *f, const char *obj, const char *name, char *buf, size_t size);
 int nf_h5_attr_get_double(nf_h5 *f, const char *obj, const char *name, double *value);
 int nf_h5_attr_get_int64(nf_h5 *f, const char *obj, const char *name, int64_t *value);
+/* A 1-D attribute of exactly n integers (an image's shape); reading accepts any integer type, or
+ * floats holding whole numbers, and refuses another count naming both. */
+int nf_h5_attr_set_int64s(nf_h5 *f, const char *obj, const char *name, const int64_t *v, size_t n);
+int nf_h5_attr_get_int64s(nf_h5 *f, const char *obj, const char *name, int64_t *v, size_t n);
 
 #endif

@@ -342,7 +342,7 @@ int nf_import_csv_select(const char *path, const nf_csv_options *opt, const nf_i
 
 /* ---- NPY ------------------------------------------------------------------------------------- */
 
-#define NPY_MAX_DIMS 8
+#define NPY_MAX_DIMS NF_IMPORT_NPY_MAX_DIMS
 
 typedef struct {
     char descr[32];
@@ -481,8 +481,24 @@ static int npy_dtype(const char *path, const char *descr, char *kind, int *size)
     return NF_OK;
 }
 
-int nf_import_npy(const char *path, nf_table *out)
+/* Element k of the file (in its storage order) as a row-major (n, d) position; for a Fortran-order
+ * array of more than two dimensions the trailing indices are put back in C order. */
+static size_t npy_position(const npy_header *h, size_t k, size_t n, size_t d)
 {
+    if (!h->fortran) return k;
+    if (h->ndim <= 2) return (k % n) * d + k / n;
+    size_t i = k % n, j = 0, idx[NPY_MAX_DIMS];
+    k /= n;
+    for (int a = 1; a < h->ndim; a++) idx[a] = k % h->shape[a], k /= h->shape[a];
+    for (int a = 1; a < h->ndim; a++) j = j * h->shape[a] + idx[a];
+    return i * d + j;
+}
+
+/* Read an NPY array of rank 1..max_rank as (shape[0], product of the other sides). */
+static int npy_read(const char *path, nf_table *out, int max_rank, size_t *shape, int *ndim)
+{
+    nf_table none;
+    if (!out) out = &none; /* the shape only */
     memset(out, 0, sizeof *out);
     FILE *fp = fopen(path, "rb");
     if (!fp) return nf_error(NF_EIO, "%s: cannot open (%s)", path, strerror(errno));
@@ -510,12 +526,22 @@ int nf_import_npy(const char *path, nf_table *out)
     if (rc == NF_OK) rc = npy_dtype(path, h.descr, &kind, &size);
     if (rc == NF_OK && h.ndim == 0)
         rc = nf_error(NF_EFORMAT, "%s: a 0-D array (a single number); expected a 1-D or 2-D array", path);
-    if (rc == NF_OK && h.ndim > 2)
+    if (rc == NF_OK && out == &none) { /* nf_import_npy_shape */
+        for (int a = 0; a < h.ndim; a++) shape[a] = h.shape[a];
+        *ndim = h.ndim;
+        free(text);
+        fclose(fp);
+        return NF_OK;
+    }
+    if (rc == NF_OK && h.ndim > max_rank && max_rank == 2)
         rc = nf_error(NF_EFORMAT, "%s: a %d-D array of shape (%zu, %zu, %zu%s); expected a 1-D or 2-D array", path,
                       h.ndim, h.shape[0], h.shape[1], h.shape[2], h.ndim > 3 ? ", ..." : "");
+    else if (rc == NF_OK && h.ndim > max_rank)
+        rc = nf_error(NF_EFORMAT, "%s: a %d-D array; expected at most %d dimensions", path, h.ndim, max_rank);
     if (rc == NF_OK) {
         n = h.shape[0];
-        d = h.ndim == 2 ? h.shape[1] : 1;
+        d = 1;
+        for (int a = 1; a < h.ndim; a++) d = h.shape[a] && d > SIZE_MAX / h.shape[a] ? SIZE_MAX : d * h.shape[a];
         if (n == 0 || d == 0) rc = nf_error(NF_EDATA, "%s: no data rows (shape (%zu, %zu))", path, n, d);
         else if (n > SIZE_MAX / d / sizeof(double))
             rc = nf_error(NF_ENOMEM, "%s: array of shape (%zu, %zu) is too large for memory", path, n, d);
@@ -538,10 +564,8 @@ int nf_import_npy(const char *path, nf_table *out)
     while (rc == NF_OK && done < total) {
         size_t want = total - done < CHUNK ? total - done : CHUNK;
         size_t got = fread(buf, 1, want * (size_t)size, fp), whole = got / (size_t)size;
-        for (size_t e = 0; e < whole; e++) {
-            size_t k = done + e, i = h.fortran ? k % n : k / d, j = h.fortran ? k / n : k % d;
-            out->x[i * d + j] = npy_value(buf + e * (size_t)size, kind, size);
-        }
+        for (size_t e = 0; e < whole; e++)
+            out->x[npy_position(&h, done + e, n, d)] = npy_value(buf + e * (size_t)size, kind, size);
         if (whole < want)
             rc = nf_error(NF_EFORMAT, "%s: file ends after %zu of %zu bytes of data", path, done * (size_t)size + got,
                           total * (size_t)size);
@@ -552,11 +576,27 @@ int nf_import_npy(const char *path, nf_table *out)
         out->d = d;
         rc = make_names(out, NULL, path);
     }
+    if (rc == NF_OK && shape) {
+        for (int a = 0; a < h.ndim; a++) shape[a] = h.shape[a];
+        *ndim = h.ndim;
+    }
     if (rc != NF_OK) nf_table_free(out);
     free(buf);
     free(text);
     fclose(fp);
     return rc;
+}
+
+int nf_import_npy(const char *path, nf_table *out) { return npy_read(path, out, 2, NULL, NULL); }
+
+int nf_import_npy_nd(const char *path, nf_table *out, size_t shape[NF_IMPORT_NPY_MAX_DIMS], int *ndim)
+{
+    return npy_read(path, out, NF_IMPORT_NPY_MAX_DIMS, shape, ndim);
+}
+
+int nf_import_npy_shape(const char *path, size_t shape[NF_IMPORT_NPY_MAX_DIMS], int *ndim)
+{
+    return npy_read(path, NULL, NF_IMPORT_NPY_MAX_DIMS, shape, ndim);
 }
 
 /* ---- choosing the importer, validation ------------------------------------------------------- */

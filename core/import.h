@@ -51,6 +51,13 @@ typedef struct nf_csv_options {
 
 int nf_import_csv(const char *path, const nf_csv_options *opt, nf_table *out);
 int nf_import_npy(const char *path, nf_table *out);
+/* An NPY array of any rank up to NF_IMPORT_NPY_MAX_DIMS as out->n = shape[0] rows of the other
+ * sides' product, each row in C order (images (n, H, W, C) become (n, H*W*C) rows); shape and
+ * *ndim receive the array's own shape. */
+#define NF_IMPORT_NPY_MAX_DIMS 8
+int nf_import_npy_nd(const char *path, nf_table *out, size_t shape[NF_IMPORT_NPY_MAX_DIMS], int *ndim);
+/* Only the shape of an NPY array (its header is read and checked, not its data). */
+int nf_import_npy_shape(const char *path, size_t shape[NF_IMPORT_NPY_MAX_DIMS], int *ndim);
 /* Picks CSV or NPY from the extension (.csv, .tsv, .txt, .npy) or the NPY magic bytes. */
 int nf_import_file(const char *path, nf_table *out);
 /* nf_import_csv / nf_import_file with a column selection (sel NULL: every column, all numbers, as

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/h5.h"
+#include "datasets/sequences_internal.h"
 
 /* ---- validation -------------------------------------------------------------------------------- */
 
@@ -29,6 +30,9 @@ typedef struct {
     const double *t_start, *t_end;/* (n_seq) */
     const int64_t *marks;         /* (offsets[n_seq]) or NULL */
     int64_t num_marks;            /* >= 1 with marks */
+    /* a share (sequences_share.c): only sequences [ev_lo, ev_hi) have their events in times and
+     * marks, from entry offsets[ev_lo] on; ev_hi 0: all sequences, from entry 0 */
+    size_t ev_lo, ev_hi;
 } seq_arrays;
 
 /* "seq.h5:/times", "times array" or "hawkes1.npy" */
@@ -102,18 +106,21 @@ static int validate(const seq_arrays *a, long long n_times, const origin *o)
             return nf_error(NF_EDATA, "%s: sequence %zu: the window [%s, %s] ends before it starts (expected "
                                       "t_start <= t_end)", label(w, sizeof w, o, "t_end"), i, num(b1, ts), num(b2, te));
     }
-    for (size_t i = 0; i < n; i++) {
+    const size_t lo = a->ev_hi ? a->ev_lo : 0, hi = a->ev_hi ? a->ev_hi : n;
+    const double *times = a->times;   /* entry j of the file is times[j - e0] */
+    const int64_t *marks = a->marks, e0 = a->ev_hi ? off[lo] : 0;
+    for (size_t i = lo; i < hi; i++) {
         double ts = a->t_start[i], te = a->t_end[i];
         for (int64_t j = off[i]; j < off[i + 1]; j++) {
-            double t = a->times[j];
+            double t = times[j - e0];
             int64_t k = j - off[i];
             if (!isfinite(t)) {
                 snprintf(w, sizeof w, "time %s (expected a finite number)", num(b1, t));
                 return event_error(o, "times", i, k, j, w);
             }
-            if (k > 0 && t < a->times[j - 1]) {
+            if (k > 0 && t < times[j - 1 - e0]) {
                 snprintf(w, sizeof w, "time %s is before the previous event's %s (expected non-decreasing times)",
-                         num(b1, t), num(b2, a->times[j - 1]));
+                         num(b1, t), num(b2, times[j - 1 - e0]));
                 return event_error(o, "times", i, k, j, w);
             }
             if (t < ts || t > te) {
@@ -122,8 +129,8 @@ static int validate(const seq_arrays *a, long long n_times, const origin *o)
                          num(b2, t < ts ? ts : te));
                 return event_error(o, "times", i, k, j, w);
             }
-            if (a->marks && (a->marks[j] < 0 || a->marks[j] >= a->num_marks)) {
-                snprintf(w, sizeof w, "mark %lld (expected 0 <= mark < num_marks = %lld)", (long long)a->marks[j],
+            if (marks && (marks[j - e0] < 0 || marks[j - e0] >= a->num_marks)) {
+                snprintf(w, sizeof w, "mark %lld (expected 0 <= mark < num_marks = %lld)", (long long)marks[j - e0],
                          (long long)a->num_marks);
                 return event_error(o, "marks", i, k, j, w);
             }
@@ -341,7 +348,8 @@ int nf_source_sequences_wrap(nf_source **s, size_t n_seq, const int64_t *offsets
 {
     *s = NULL;
     NF_TRY(check_args("sequences", n_seq, offsets, times, t_start, t_end, marks, num_marks));
-    seq_arrays a = {n_seq, offsets, times, t_start, t_end, marks, num_marks};
+    seq_arrays a = {.n_seq = n_seq, .offsets = offsets, .times = times, .t_start = t_start, .t_end = t_end,
+                    .marks = marks, .num_marks = num_marks};
     origin o = {FROM_ARRAYS, NULL};
     NF_TRY(validate(&a, -1, &o));
     /* the source never writes through these: reorder gathers into arrays of its own */
@@ -410,7 +418,8 @@ int nf_sequences_save_truth(const char *path, size_t n_seq, const int64_t *offse
                             const nf_sequences_truth *truth)
 {
     NF_TRY(check_args(path, n_seq, offsets, times, t_start, t_end, marks, num_marks));
-    seq_arrays a = {n_seq, offsets, times, t_start, t_end, marks, num_marks};
+    seq_arrays a = {.n_seq = n_seq, .offsets = offsets, .times = times, .t_start = t_start, .t_end = t_end,
+                    .marks = marks, .num_marks = num_marks};
     origin o = {FROM_FILE, path};
     NF_TRY(validate(&a, -1, &o));
     if (truth && !truth->log_lik)
@@ -474,7 +483,8 @@ static int gather_items(const nf_source *s, const size_t *idx, size_t n, seq_arr
         w[2 * n + i] = st->ll_true ? st->ll_true[r] : 0;
         w[3 * n + i] = st->ll_true_ns ? st->ll_true_ns[r] : 0;
     }
-    *a = (seq_arrays){n, o, t, w, w + n, m, s->num_marks};
+    *a = (seq_arrays){.n_seq = n, .offsets = o, .times = t, .t_start = w, .t_end = w + n, .marks = m,
+                      .num_marks = s->num_marks};
     *has_truth = st->ll_true != NULL;
     *tr = nf_source_sequences_truth(s);
     tr->log_lik = w + 2 * n;
@@ -554,6 +564,18 @@ static int check_format(nf_h5 *f, const char *path)
         return nf_error(NF_EFORMAT, "%s: format version %d is newer than this nf understands (%d); upgrade nf", path,
                         nf_h5_format_version(f), NF_SEQUENCES_VERSION);
     return NF_OK;
+}
+
+int nf_sequences_check_format(nf_h5 *f, const char *path) { return check_format(f, path); }
+
+int nf_sequences_validate_share(const char *path, size_t n_seq, const int64_t *offsets, const double *t_start,
+                                const double *t_end, const double *times, const int64_t *marks, int64_t num_marks,
+                                long long n_times, size_t lo, size_t hi)
+{
+    seq_arrays a = {.n_seq = n_seq, .offsets = offsets, .times = times, .t_start = t_start, .t_end = t_end,
+                    .marks = marks, .num_marks = num_marks, .ev_lo = lo, .ev_hi = hi};
+    origin o = {FROM_FILE, path};
+    return validate(&a, n_times, &o);
 }
 
 /* Root attribute name of f as a string into buf ("" when absent). */
@@ -648,7 +670,8 @@ int nf_source_sequences_load(nf_source **out, const char *path)
                                       "per sequence; is an array truncated?)", path,
                           k ? "log_lik_true_no_survival" : "log_lik_true", k ? n_ns : n_ll, n_seq);
     if (rc == NF_OK) {
-        seq_arrays a = {n_seq, st.offsets, st.times, st.t_start, st.t_end, st.marks, num_marks};
+        seq_arrays a = {.n_seq = n_seq, .offsets = st.offsets, .times = st.times, .t_start = st.t_start,
+                        .t_end = st.t_end, .marks = st.marks, .num_marks = num_marks};
         origin o = {FROM_FILE, path};
         rc = validate(&a, (long long)n_times, &o);
     }
@@ -694,7 +717,8 @@ int nf_sequences_from_matrix(nf_source **out, const char *name, const double *x,
             st.t_start[i] = 0;
             st.t_end[i] = x[i * len + len - 1];
         }
-        seq_arrays a = {n_seq, st.offsets, st.times, st.t_start, st.t_end, NULL, 0};
+        seq_arrays a = {.n_seq = n_seq, .offsets = st.offsets, .times = st.times, .t_start = st.t_start,
+                        .t_end = st.t_end};
         origin o = {FROM_MATRIX, name};
         rc = validate(&a, (long long)(n_seq * len), &o);
     }

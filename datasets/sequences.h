@@ -83,6 +83,16 @@ int nf_sequences_split_save(const nf_source *s, const size_t *idx, int n_parts, 
 /* Load a whole nf-sequences file (or a file without a format attribute, as h5py writes, holding
  * the same datasets) into memory and validate it.  The source is named after the path. */
 int nf_source_sequences_load(nf_source **s, const char *path);
+/* Share `part` of `parts` of an nf-sequences file, for data-parallel training: the offsets and
+ * windows of all N sequences are read (small), the events (/times, /marks) of sequences
+ * [N part / parts, N (part + 1) / parts) only, by HDF5 hyperslab (the rule of
+ * nf_source_rows_load_share).  The source has all N items in the file's order, so every process
+ * shuffles and splits the same items (nf_source_split gives index views of it); nf_source_owns()
+ * says which are in memory, and a batch with others reads their events from the file (slowly).
+ * The checks of nf_source_sequences_load, on the events of the share.  The truth is not read, and
+ * nf_source_sequences() gives NULL arrays for a share.  parts = 1 is nf_source_sequences_load.
+ * (datasets/sequences_share.c) */
+int nf_source_sequences_load_share(nf_source **s, const char *path, int part, int parts);
 /* Sequences over caller-owned arrays (laid out as for nf_sequences_save; no copy, never freed or
  * written: they must outlive the source and its views).  Validated like a file. */
 int nf_source_sequences_wrap(nf_source **s, size_t n_seq, const int64_t *offsets, const double *times,
@@ -117,5 +127,14 @@ nf_sequences_truth nf_source_sequences_truth(const nf_source *s);
  * interval; NF_EINVAL for a source of another kind. */
 int nf_sequences_stats(const nf_source *s, size_t *n_events, double *mean_interval, double *mean_log_interval,
                        double *sd_log_interval);
+/* The same statistics over any sequences source (views and shares included) whose items are spread
+ * over the processes of a parallel run: each process counts the items it holds (nf_source_owns),
+ * and sum(user, buf, n), when not NULL, replaces buf by its sum over all processes (an all-reduce:
+ * every process must call this together; nf_train_comm's sum_double).  Every process receives the
+ * statistics of all the items, equal to nf_sequences_stats to rounding (sums in another order);
+ * with sum NULL, those of the items this process holds. */
+int nf_sequences_stats_shared(const nf_source *s, int (*sum)(void *user, double *buf, size_t n), void *user,
+                              size_t *n_events, double *mean_interval, double *mean_log_interval,
+                              double *sd_log_interval);
 
 #endif

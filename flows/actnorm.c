@@ -11,7 +11,10 @@
  * flag is 0 sets b_j = mean_i x_ij and s_j = -1/2 log(var_j + eps) (biased variance over the batch,
  * eps = 1e-6 keeps a constant column finite) so that this batch comes out with zero mean and unit
  * variance per dimension, and sets the flag.  The flag lives in the state store, so it is saved with
- * the model and the initialisation is never redone after loading.  No options.  Context is ignored.
+ * the model and the initialisation is never redone after loading.  A model kind that gives the flow
+ * data first (nf_flow_init_data: nf fit's first 100,000 rows) sets it from those rows instead, so
+ * the processes of a parallel run, which see different parts of the first batch, start alike.
+ * No options.  Context is ignored.
  */
 #include "flows/bijector.h"
 
@@ -77,6 +80,17 @@ static void actnorm_initialise(nf_bijector *b, const nf_real *x, int n)
         s[j] = (nf_real)(-0.5 * log(v + ACTNORM_EPS));
     }
     b->S->value[st->init] = 1;
+}
+
+/* init_data (nf_flow_init_data: the data that reaches this layer, the same rows in every process of
+ * a parallel run): the statistics of all n rows instead of the first training batch. */
+static int actnorm_init_data(nf_bijector *b, const nf_real *x, int n)
+{
+    for (size_t k = 0; k < (size_t)n * b->dim; k++)
+        if (!isfinite(x[k])) return nf_error(NF_EDATA, "%s: initialising from data with a non-finite value (row %zu)",
+                                             b->name, k / (size_t)b->dim);
+    if (n >= 2) actnorm_initialise(b, x, n);
+    return NF_OK;
 }
 
 /* y_ij = (x_ij - b_j) e^{s_j};  log|det| = sum_j s_j (the same for every row). */
@@ -183,5 +197,5 @@ const nf_bijector_type nf_bijector_actnorm = {
     .inverse = actnorm_inverse,
     .backward = actnorm_backward,
     .inverse_backward = actnorm_inverse_backward,
-    .init_data = NULL,
+    .init_data = actnorm_init_data,
 };

@@ -62,6 +62,8 @@ struct nf_bijector {
     int jacobi_max_sweeps;   /* default D + 1 */
     int last_sweeps;         /* passes the last slow-direction call used */
     int last_fell_back;      /* 1: that call's Jacobi sweeps did not converge and it finished sequentially */
+    double guidance;         /* classifier-free guidance w of conditional sampling (types that support
+                                it: tarflow), 0 off: parameters (1 + w) f(ctx) - w f(empty context) */
     void *state;             /* type-specific */
 };
 

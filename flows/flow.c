@@ -114,6 +114,11 @@ void nf_flow_set_invert(nf_flow *f, nf_invert_method method, double tol, int max
     }
 }
 
+void nf_flow_set_guidance(nf_flow *f, double w)
+{
+    for (int i = 0; i < f->nb; i++) f->b[i].guidance = w;
+}
+
 int nf_flow_last_sweeps(const nf_flow *f)
 {
     int s = 0;
@@ -271,13 +276,30 @@ int nf_flow_log_survival_backward(nf_flow *f, const nf_real *dout, nf_real *dx, 
     return NF_OK;
 }
 
+static int invert_from_base(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *ctx, int n);
+
 int nf_flow_sample(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *ctx, int n, nf_rng *rng)
 {
     if (n <= 0) return nf_error(NF_EINVAL, "sample of %d samples (expected at least one)", n);
     NF_TRY(reserve(f, n));
+    NF_TRY(f->base.type->sample(&f->base, level(f, f->nb, n), f->dld, ctx, n, rng));
+    return invert_from_base(f, x, logp, ctx, n);
+}
+
+int nf_flow_sample_latent(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *z, const nf_real *ctx, int n)
+{
+    if (n <= 0) return nf_error(NF_EINVAL, "sample of %d samples (expected at least one)", n);
+    NF_TRY(reserve(f, n));
+    memcpy(level(f, f->nb, n), z, (size_t)n * f->dim * sizeof(nf_real));
+    if (logp) NF_TRY(f->base.type->log_prob(&f->base, f->dld, z, ctx, NULL, n));
+    return invert_from_base(f, x, logp, ctx, n);
+}
+
+/* The sampling direction from the base draw z (last level) with its log-density in f->dld: every
+ * bijector's inverse, last to first; x the data, logp = log p_base(z) - sum of the inverses' logdets. */
+static int invert_from_base(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *ctx, int n)
+{
     size_t nd = (size_t)n * f->dim;
-    nf_real *z = level(f, f->nb, n);
-    NF_TRY(f->base.type->sample(&f->base, z, f->dld, ctx, n, rng));
     memset(f->ld, 0, (size_t)n * sizeof(nf_real));
     for (int i = f->nb - 1; i >= 0; i--) {
         nf_bijector *b = &f->b[i];

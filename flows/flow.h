@@ -56,6 +56,9 @@ int nf_flow_build(nf_flow **f, const char *spec, int dim, int ctx_dim, uint64_t 
 void nf_flow_free(nf_flow *f);
 void nf_flow_set_training(nf_flow *f, int training);
 void nf_flow_set_invert(nf_flow *f, nf_invert_method method, double tol, int max_sweeps);
+/* Classifier-free guidance weight w for the sampling direction of the bijectors that support it
+ * (tarflow): their conditioner outputs become (1 + w) f(x, ctx) - w f(x, 0).  0 turns it off. */
+void nf_flow_set_guidance(nf_flow *f, double w);
 /* Sum of last_sweeps over autoregressive bijectors in the last slow-direction call. */
 int nf_flow_last_sweeps(const nf_flow *f);
 
@@ -75,6 +78,9 @@ int nf_flow_log_survival_backward(nf_flow *f, const nf_real *dout, nf_real *dx, 
 int nf_flow_nll_step(nf_flow *f, const nf_real *x, const nf_real *ctx, const size_t *idx, int n, double *nll);
 /* x (n, dim) samples and logp (n) their log-densities (may be NULL); ctx (n, ctx_dim) or NULL. */
 int nf_flow_sample(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *ctx, int n, nf_rng *rng);
+/* The same from given base draws z (n, dim) instead of the base's sampler (a temperature, a fixed
+ * latent); logp needs the base's log-density at z. */
+int nf_flow_sample_latent(nf_flow *f, nf_real *x, nf_real *logp, const nf_real *z, const nf_real *ctx, int n);
 /* After sample: given dL/dx and dL/dlogp (either may be NULL), accumulate P->grad and dctx. */
 int nf_flow_sample_backward(nf_flow *f, const nf_real *dx, const nf_real *dlogp, nf_real *dctx);
 /* Give data-dependent bijectors (standardize) a sample of data to set themselves from. */

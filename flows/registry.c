@@ -20,12 +20,21 @@ NF_TYPE(nf_bijector_fftconv)
 NF_TYPE(nf_bijector_logit)
 NF_TYPE(nf_bijector_sigmoid)
 NF_TYPE(nf_bijector_standardize)
+NF_TYPE(nf_bijector_coupling2d)
+NF_TYPE(nf_bijector_squeeze)
+NF_TYPE(nf_bijector_split)
+NF_TYPE(nf_bijector_actnorm2d)
+NF_TYPE(nf_bijector_conv1x1)
+NF_TYPE(nf_bijector_tarflow)
 
 const nf_bijector_type *const nf_bijector_types[] = {
     &nf_bijector_affine_coupling, &nf_bijector_additive_coupling, &nf_bijector_spline_coupling,
     &nf_bijector_maf, &nf_bijector_iaf, &nf_bijector_spline_ar, &nf_bijector_spline_iaf,
     &nf_bijector_actnorm, &nf_bijector_batchnorm, &nf_bijector_lu, &nf_bijector_permute,
     &nf_bijector_fftconv, &nf_bijector_logit, &nf_bijector_sigmoid, &nf_bijector_standardize,
+    &nf_bijector_coupling2d,
+    &nf_bijector_squeeze, &nf_bijector_split, &nf_bijector_actnorm2d, &nf_bijector_conv1x1,
+    &nf_bijector_tarflow,
 };
 const size_t nf_bijector_ntypes = sizeof nf_bijector_types / sizeof nf_bijector_types[0];
 

@@ -166,7 +166,12 @@ int nf_figure_save_png(nf_figure *fig, const char *path)
     if (!fig) return nf_error(NF_EINVAL, "nf_figure_save_png: figure is NULL");
     if (!path || !*path) return nf_error(NF_EINVAL, "nf_figure_save_png: the output path is empty");
     NF_TRY(nf_plot_cairo_check(fig, path));
-    cairo_surface_flush(fig->surface);
+    return nf_plot_surface_save_png(fig->surface, path);
+}
+
+int nf_plot_surface_save_png(cairo_surface_t *surface, const char *path)
+{
+    cairo_surface_flush(surface);
     size_t cap = strlen(path) + 48;
     char *tmp = nf_calloc(cap, 1, "temporary PNG file name");
     if (!tmp) return NF_ENOMEM;
@@ -187,7 +192,7 @@ int nf_figure_save_png(nf_figure *fig, const char *path)
         close(fd), unlink(tmp), free(tmp);
         return nf_error(NF_EIO, "cannot write PNG '%s': %s", path, strerror(err));
     }
-    cairo_status_t st = cairo_surface_write_to_png_stream(fig->surface, png_write, &sink);
+    cairo_status_t st = cairo_surface_write_to_png_stream(surface, png_write, &sink);
     int rc = NF_OK;
     if (st != CAIRO_STATUS_SUCCESS)
         rc = sink.err ? nf_error(NF_EIO, "cannot write PNG '%s': %s", path, strerror(sink.err))

@@ -63,6 +63,9 @@ struct nf_figure {
 int nf_panel_begin(nf_panel *p, const char *what, int want_colorbar);
 /* NF_OK, or NF_ENOMEM naming `what` if cairo has gone into an error state. */
 int nf_plot_cairo_check(nf_figure *fig, const char *what);
+/* Write an image surface to path atomically (a temporary file next to it, flushed and renamed;
+ * path untouched on failure): nf_figure_save_png and the image grids (plot/image_grid.c). */
+int nf_plot_surface_save_png(cairo_surface_t *surface, const char *path);
 /* cairo_save, then clip to the plot area (pair with cairo_restore). */
 void nf_panel_clip(nf_panel *p);
 

@@ -4,7 +4,7 @@
 #                                    the memory measurement)
 set -u
 pkgs="build-essential pkg-config libgsl-dev libopenblas-dev libfftw3-dev libhdf5-dev
-      check libcairo2-dev fonts-dejavu-core libgif-dev libopenmpi-dev openmpi-bin
+      check libcairo2-dev fonts-dejavu-core libgif-dev zlib1g-dev libopenmpi-dev openmpi-bin
       clang libclang-rt-dev libomp-dev valgrind procps"
 # (the last line is for the tests: clang's libFuzzer and ThreadSanitizer with OpenMP's Archer tool,
 #  valgrind for hardening.sh, pgrep for mpi.sh; without them those checks are skipped, not run)

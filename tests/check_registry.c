@@ -46,6 +46,9 @@ static const type_note notes[] = {
      "row moves toward 0 and 1 instead of outward"},
     {"sigmoid", NULL, -5.0, 5.0,
      "inverse takes latents strictly inside (0, 1): they are drawn as sigmoid(x), x ~ U(-5, 5)"},
+    {"squeeze", "h=2,w=2,c=1", 0, 0,
+     "needs an image of even height and width (the default 1x1xD is refused); a 2x2x1 image in the first 4 "
+     "entries, the rest of D = 6 passing through"},
 };
 #define NNOTES ((int)(sizeof notes / sizeof notes[0]))
 

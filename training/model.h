@@ -17,6 +17,8 @@
  *   eval      a per-item metric where higher is better (log-likelihood, ELBO term), written to
  *             values[0..b->n-1]; evaluation mode, no gradients.
  *   init_data optional: set data-dependent parts (standardisation, ActNorm) from the training data.
+ *   before_step optional: advance state that moves with the optimizer steps rather than the items,
+ *             once per step in every process (a parallel run's processes hold parts of a batch).
  *   save/load the model's configuration (not its parameters: the model file writes the store) under
  *             a group, so that load rebuilds the same components and slice table.
  *   stages    optional: a kind trained in stages (the interventional flows: a nuisance model, then a
@@ -56,9 +58,17 @@ struct nf_model_type {
      * model file's format version (1: the flat layout of the first files). */
     int (*load)(nf_model *m, nf_h5 *f, const char *group, int version);
     void (*destroy)(nf_model *m);
+    /* 1: the flow models the data after a transformation of the kind (images: dequantised and
+     * rescaled), so nf eval / sample / logprob / plot, which read the flow as a density of the data
+     * file's rows, refuse the model and name the kind's command (nf_model_load). */
+    int flow_on_transformed_data;
     int n_stages;                     /* 0 or 1: one stage */
     const char *const *stage_names;   /* (n_stages), stored in checkpoints */
     int (*set_stage)(nf_model *m, int stage);
+    /* Optional: called once per optimizer step, before the loss, in every process of a parallel run
+     * (also one that holds no item of the batch): state that advances with the steps, not with the
+     * items (the causal kind's moving average of its target weights). */
+    void (*before_step)(nf_model *m);
 };
 
 struct nf_model {

@@ -3,6 +3,8 @@
  *
  * Standardisation (fixed at create, kept in the state store S): xs = (x - m_x) / s_x,
  * ys = (y - m_y) / s_y; every density below is of ys, and log p(y) = log p(ys) - sum log s_y.
+ * The flows' ActNorm layers are set at create too, from the training units and the grid
+ * (causal_init_data), so nothing depends on the first batch (or on a process's part of it).
  *
  * Stage 1, "nuisance".  R = tanh(W_r xs + b_r) (n, R); propensity logit g = w_p . R + b_p,
  * pi_1(x) = sigma(g), pi_0 = 1 - pi_1; p(ys | x, a) a flow on ys with context [R + s_r eps, a]
@@ -396,8 +398,14 @@ static int causal_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss
 {
     NF_TRY(check_batch(m, b));
     if (m->stage == 0) return nuisance_pass(m, b, rng, 1, NULL, loss);
-    ema_update(m);
     return target_pass(m, b, 1, NULL, loss);
+}
+
+/* The moving average advances once per step of stage 2, in every process (one that holds no unit
+ * of a small batch too), with the weights before the step. */
+static void causal_before_step(nf_model *m)
+{
+    if (m->stage == 1) ema_update(m);
 }
 
 static int causal_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *values)
@@ -426,6 +434,54 @@ static int causal_set_stage(nf_model *m, int stage)
     if (stage == 0) m->train_first = 0, m->train_count = st->nuis_count;
     else m->train_first = st->tgt_first, m->train_count = st->tgt_count;
     return NF_OK;
+}
+
+/* Every flow's ActNorm from a fixed sample, once, before training: the nuisance flow's from the
+ * first min(n, 4096) training units (standardised outcomes, context [R(x), a] at the initial
+ * weights, no noise), each target flow's from the K grid points of its cross-entropy.  Left alone,
+ * ActNorm would set itself from the first batch it meets in training mode, which in a parallel run
+ * is a different part of the batch in each process (the processes would then train different
+ * models), and in stage 2 depends on which units of the batch enter the bias correction.  The sample
+ * depends on the training items only, not on the batch or the number of processes; flows already
+ * initialised are left as they are. */
+static int causal_init_data(nf_model *m, const nf_source *train)
+{
+    enum { INIT_UNITS = 4096 };
+    causal_state *st = m->state;
+    const int n = (int)(train->n < INIT_UNITS ? train->n : INIT_UNITS), K = st->cfg.grid;
+    const int R = st->cfg.repr, C = R + 1, dx = st->cfg.dx;
+    if (n < 1) return nf_error(NF_EDATA, "%s: no training units to initialise the causal flows from", train->name);
+    size_t *idx = malloc((size_t)n * sizeof *idx);
+    nf_batch b = {0};
+    int rc = idx ? NF_OK : nf_error(NF_ENOMEM, "out of memory initialising from %d units", n);
+    for (int i = 0; rc == NF_OK && i < n; i++) idx[i] = (size_t)i;
+    if (rc == NF_OK) rc = nf_source_fetch(train, idx, n, &b);
+    if (rc == NF_OK) rc = check_batch(m, &b);
+    if (rc == NF_OK) rc = reserve_units(st, n);
+    if (rc == NF_OK) rc = reserve_grid(st, 0, (size_t)K);
+    if (rc == NF_OK) {
+        encode(m, b.ctx, dx + 1, n);
+        for (int i = 0; i < n; i++) {
+            memcpy(st->ctx + (size_t)i * C, st->r + (size_t)i * R, (size_t)R * sizeof(nf_real));
+            st->ctx[(size_t)i * C + R] = b.ctx[(size_t)i * (dx + 1) + dx];
+        }
+        standardise_y(m, st->ys, b.x, n);
+        nf_flow_set_training(st->nu, 1);
+        rc = nf_flow_log_prob(st->nu, st->lp, st->ys, st->ctx, NULL, n);
+        nf_flow_set_training(st->nu, st->training);
+    }
+    const double lo = m->S->value[st->s_lo], D = grid_step(st, m->S);
+    for (int k = 0; rc == NF_OK && k < K; k++) st->yq[k] = (nf_real)(lo + D * k);
+    for (int k = 0; rc == NF_OK && k < 4; k++) {
+        nf_flow *q = st->q[k / 2][k % 2];
+        nf_flow_set_training(q, 1);
+        rc = nf_flow_log_prob(q, st->lq, st->yq, NULL, NULL, K);
+        nf_flow_set_training(q, st->training);
+    }
+    nf_batch_free(&b);
+    free(idx);
+    free_buffers(st); /* sized for the sample; training's batches grow their own */
+    return rc;
 }
 
 static void causal_destroy(nf_model *m)
@@ -544,6 +600,7 @@ const nf_model_type nf_model_causal = {
     .metric = "log_likelihood",
     .loss = causal_loss,
     .eval = causal_eval,
+    .init_data = causal_init_data,
     .set_training = causal_set_training,
     .save = causal_save_all,
     .load = causal_load,
@@ -551,6 +608,7 @@ const nf_model_type nf_model_causal = {
     .n_stages = 2,
     .stage_names = stage_names,
     .set_stage = causal_set_stage,
+    .before_step = causal_before_step,
 };
 
 void nf_causal_config_init(nf_causal_config *c)
@@ -604,6 +662,9 @@ int nf_model_causal_create(nf_model **out, const nf_causal_config *cfg, const nf
     if (strcmp(train->type->kind, "rows") || !r.x || !r.ctx || train->ctx_dim < 2)
         return nf_error(NF_EINVAL, "%s: a causal model trains on units loaded as rows with context [x, a]",
                         train->name);
+    if (train->partial)
+        return nf_error(NF_EINVAL, "%s: a share of the units (expected all of them: the standardisation and the "
+                                   "initialisation are computed from all training units in every process)", train->name);
     nf_causal_config c = *cfg;
     c.dx = train->ctx_dim - 1;
     c.dy = train->dim;
@@ -642,6 +703,11 @@ int nf_model_causal_create(nf_model **out, const nf_causal_config *cfg, const nf
         for (size_t j = 0; j < dx; j++) S[st->s_ref + (size_t)k * dx + j] = r.ctx[i * (dx + 1) + j];
     }
     nf_model_set_stage(m, 0);
+    rc = causal_init_data(m, train);
+    if (rc != NF_OK) {
+        nf_model_free(m);
+        return rc;
+    }
     *out = m;
     return NF_OK;
 }

@@ -45,7 +45,9 @@ extern const nf_model_type nf_model_causal;
 void nf_causal_config_init(nf_causal_config *c);
 int nf_causal_config_check(const nf_causal_config *c);
 /* A model for the training units (widths, standardisation, outcome range and reference covariates
- * from them); train is a rows source with context [x, a]. */
+ * from them, and every flow's ActNorm from a fixed sample of them: nothing is left to the first
+ * batch, so the processes of a parallel run start from the same model); train is a rows source
+ * with context [x, a], all of its units in memory (not a share). */
 int nf_model_causal_create(nf_model **m, const nf_causal_config *cfg, const nf_source *train);
 const nf_causal_config *nf_model_causal_config(const nf_model *m);
 

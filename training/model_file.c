@@ -157,7 +157,7 @@ int nf_model_load(const char *path, nf_flow **out, nf_model_meta *meta)
     *out = NULL;
     nf_model *m;
     NF_TRY(nf_model_open(path, &m, meta));
-    if (!m->flow || !m->flow->owns_params) {
+    if (!m->flow || !m->flow->owns_params || m->type->flow_on_transformed_data) {
         int rc = nf_error(NF_EINVAL, "%s holds a '%s' model (%s); use %s with it", path, m->type->kind,
                           m->type->summary, m->type->command);
         nf_model_free(m);

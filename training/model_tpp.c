@@ -25,6 +25,7 @@
 #include "core/blas.h"
 #include "datasets/sequences.h"
 #include "training/model_tpp_internal.h"
+#include "training/trainer.h"
 
 static const char *const RNN_NAMES[] = {"gru", "rnn"};
 
@@ -455,6 +456,12 @@ int nf_tpp_config_check(const nf_tpp_config *c)
 
 int nf_model_tpp_create(nf_model **out, const nf_tpp_config *cfg, const nf_source *train)
 {
+    return nf_model_tpp_create_shared(out, cfg, train, NULL);
+}
+
+int nf_model_tpp_create_shared(nf_model **out, const nf_tpp_config *cfg, const nf_source *train,
+                               const nf_train_comm *comm)
+{
     *out = NULL;
     nf_tpp_config c = *cfg;
     if (train) {
@@ -463,7 +470,10 @@ int nf_model_tpp_create(nf_model **out, const nf_tpp_config *cfg, const nf_sourc
                             train->type->kind);
         size_t n_events;
         double mean, mlog, sdlog;
-        NF_TRY(nf_sequences_stats(train, &n_events, &mean, &mlog, &sdlog));
+        if (comm && comm->size > 1)
+            NF_TRY(nf_sequences_stats_shared(train, comm->sum_double, comm->user, &n_events, &mean, &mlog, &sdlog));
+        else
+            NF_TRY(nf_sequences_stats(train, &n_events, &mean, &mlog, &sdlog));
         c.shift = mlog;
         c.scale = sdlog > 0 ? sdlog : 1;
         c.num_marks = train->num_marks;

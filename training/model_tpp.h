@@ -52,6 +52,13 @@ int nf_tpp_config_check(const nf_tpp_config *c);
 /* A model for the training sequences (their log tau statistics and mark count fill the config;
  * train NULL: the config as given). */
 int nf_model_tpp_create(nf_model **m, const nf_tpp_config *cfg, const nf_source *train);
+/* The same in each process of a parallel run whose training sequences are spread over the processes
+ * (nf_source_sequences_load_share): the statistics are summed over them through comm
+ * (training/trainer.h; NULL: one process, as nf_model_tpp_create), so every process builds the
+ * same model.  All processes call it together. */
+struct nf_train_comm;
+int nf_model_tpp_create_shared(nf_model **m, const nf_tpp_config *cfg, const nf_source *train,
+                               const struct nf_train_comm *comm);
 /* The configuration of a tpp model (NULL for a model of another kind). */
 const nf_tpp_config *nf_model_tpp_config(const nf_model *m);
 

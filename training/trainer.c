@@ -413,6 +413,7 @@ static int step_once(nf_trainer *t, double *ll, double *lr_used)
     int b = t->n && t->n - t->pos < (size_t)t->cfg.batch ? (int)(t->n - t->pos) : t->cfg.batch;
     double nll = NAN;
     int rc;
+    if (f->type->before_step) f->type->before_step(f);
     if (t->comm) {
         rc = parallel_loss(t, b, &nll);
     } else {

@@ -11,5 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nf_table t;
     memset(&t, 0, sizeof t);
     if (nf_import_npy(path, &t) == 0) nf_table_free(&t);
+    size_t shape[NF_IMPORT_NPY_MAX_DIMS]; /* arrays of any rank: the image importer's reader */
+    int nd;
+    if (nf_import_npy_nd(path, &t, shape, &nd) == 0) nf_table_free(&t);
     return 0;
 }

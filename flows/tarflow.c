@@ -1,0 +1,433 @@
+/* flows/tarflow.c - one block of a transformer autoregressive flow (TarFlow, Zhai et al. 2024) on
+ * the image in the first h*w*c entries (flows/image_shape.h; the rest passes through).
+ *
+ * The image is cut into T = (h/p)(w/p) patches of p x p pixels, each a token of din = p*p*c values
+ * (entry (di, dj, k) of a patch at (di*p + dj)*c + k), tokens in raster order, or reversed when
+ * reverse=1 (blocks alternate, so every token is conditioned on every other one across a flow).
+ * A causal transformer (nn/transformer.h) reads the tokens x_0 .. x_{t-1} before token t (and the
+ * class one-hot context) and gives per entry a raw log-scale a and a shift mu:
+ *
+ *   z_t = (x_t - mu_t) exp(-s_t),   s_t = clamp tanh(a_t / clamp),   log|det dz/dx| = -sum_t s_t
+ *
+ * (the soft clamp of affine-coupling: s = 0 at a = 0, so the zero-initialised output makes a new
+ * block the identity, and exp never overflows).  The density direction is one transformer pass.
+ * The sampling direction solves x_t = z_t exp(s_t(x_<t)) + mu_t(x_<t):
+ *   sequential  token by token with the transformer's key/value cache (T cached steps, each costing
+ *               what one token of a full pass costs);
+ *   jacobi      x^{k+1} = g(x^k) over all tokens at once, a full pass per sweep, until the largest
+ *               change is below jacobi_tol (flows/jacobi.h); token t is exact after t + 1 sweeps, so
+ *               at most T sweeps; the start is x^0 = 0 (the data's centre);
+ *   auto        Jacobi, finishing with exact passes if the sweep cap is reached.
+ * b->last_sweeps counts transformer passes (sequential: T token steps = one pass in cost, reported
+ * as T sequential steps).
+ *
+ * Classifier-free guidance (b->guidance = w, conditional blocks, sampling only): the conditioner's
+ * outputs become (1 + w) f(x_<t, class) - w f(x_<t, empty context), both passes per step or sweep
+ * (the model learns the empty context from the class dropout of training, training/model_image.h).
+ *
+ * Backward of the density direction, with e = exp(-s), z = (x - mu) e, L(z, logdet):
+ *   dL/dx_t (direct) = dz e;  dL/dmu = -dz e;  dL/ds = -dz z - dL/dlogdet;  ds/da = 1 - (s/clamp)^2,
+ * then the transformer's backward from d(a, mu) adds the path through x_<t.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flows/tarflow.h"
+
+#include "flows/image_shape.h"
+#include "flows/jacobi.h"
+#include "nn/transformer.h"
+
+typedef struct tarflow_state {
+    nf_image_shape img;
+    int p, T, din;           /* patch side, tokens, token width */
+    int reverse;
+    nf_real clamp;
+    nf_transformer *tf;
+    nf_transformer_decoder *dec, *dec_u; /* created on the first sequential inverse (dec_u: the
+                                           unconditional one of guided sampling) */
+    int dec_n;
+    int *tok_of;             /* (T * din) position in the image of token entry e (after the order) */
+    nf_real *fwd_ws;         /* workspace of the last density-direction forward (NULL after an inverse) */
+    int fwd_n;               /* its rows */
+    const nf_real *dh;       /* (n, T, d) extra gradient of the hidden state (nf_tarflow_set_hidden_grad) */
+} tarflow_state;
+
+/* Workspace layout for n rows: xt, out, zt, dxt (token arrays), then the transformer's. */
+typedef struct tf_ws {
+    nf_real *xt;   /* (n, T, din) input tokens */
+    nf_real *out;  /* (n, T, 2 din): raw log-scales a then shifts mu of each token */
+    nf_real *zt;   /* (n, T, din) output tokens; Jacobi's second iterate */
+    nf_real *dxt;  /* (n, T, din) token gradient; Jacobi's start */
+    nf_real *dout; /* (n, T, 2 din) */
+    nf_real *ctx;  /* (n, C) gathered contexts (Jacobi on a subset of rows) */
+    nf_real *zctx; /* (n, C) the empty context (guidance) */
+    nf_real *outu; /* (n, T, 2 din) unconditional outputs (guidance) */
+    int *iwork;    /* (2 n) */
+    nf_real *tfws;
+} tf_ws;
+
+static size_t tok_len(const tarflow_state *st, int n) { return (size_t)n * st->T * st->din; }
+
+static tf_ws split_ws(const nf_bijector *b, nf_real *ws, int n)
+{
+    const tarflow_state *st = b->state;
+    tf_ws w;
+    size_t L = tok_len(st, n);
+    w.xt = ws, ws += L;
+    w.out = ws, ws += 2 * L;
+    w.zt = ws, ws += L;
+    w.dxt = ws, ws += L;
+    w.dout = ws, ws += 2 * L;
+    w.ctx = ws, ws += (size_t)n * (b->ctx_dim ? b->ctx_dim : 1);
+    w.zctx = ws, ws += (size_t)n * (b->ctx_dim ? b->ctx_dim : 1);
+    w.outu = ws, ws += 2 * L;
+    w.iwork = (int *)ws, ws += (size_t)2 * n; /* an int fits in an nf_real's bytes */
+    w.tfws = ws;
+    return w;
+}
+
+static size_t tarflow_workspace(const nf_bijector *b, int n)
+{
+    const tarflow_state *st = b->state;
+    return 9 * tok_len(st, n) + (size_t)2 * n * (b->ctx_dim ? b->ctx_dim : 1) + (size_t)2 * n +
+           nf_transformer_workspace(st->tf, n);
+}
+
+/* tokens[i, e] = x[i, tok_of[e]] (gather) and its adjoint (scatter, optionally adding). */
+static void gather(const tarflow_state *st, nf_real *tok, const nf_real *x, int D, int n)
+{
+    const int E = st->T * st->din;
+    for (int i = 0; i < n; i++)
+        for (int e = 0; e < E; e++) tok[(size_t)i * E + e] = x[(size_t)i * D + st->tok_of[e]];
+}
+
+static void scatter(const tarflow_state *st, nf_real *x, const nf_real *tok, int D, int n, int add)
+{
+    const int E = st->T * st->din;
+    for (int i = 0; i < n; i++)
+        for (int e = 0; e < E; e++) {
+            nf_real *d = x + (size_t)i * D + st->tok_of[e];
+            *d = add ? *d + tok[(size_t)i * E + e] : tok[(size_t)i * E + e];
+        }
+}
+
+static inline nf_real soft_clamp(nf_real a, nf_real c) { return c * (nf_real)tanh(a / c); }
+
+/* Guided conditioner outputs: out <- (1 + w) out - w outu, over len entries. */
+static void guide(nf_real *out, const nf_real *outu, double w, size_t len)
+{
+    for (size_t k = 0; k < len; k++) out[k] = (nf_real)((1 + w) * out[k] - w * outu[k]);
+}
+
+/* Whether the sampling direction is guided: a weight, and a context to guide with. */
+static int guided(const nf_bijector *b, const nf_real *ctx) { return b->guidance != 0 && b->ctx_dim > 0 && ctx; }
+
+/* z = (x - mu) exp(-s) over n rows of tokens; logdet[i] -= sum s. */
+static void affine_forward(const tarflow_state *st, nf_real *zt, nf_real *logdet, const nf_real *xt,
+                           const nf_real *out, int n)
+{
+    const int T = st->T, din = st->din;
+    for (int i = 0; i < n; i++) {
+        double ld = 0;
+        for (int t = 0; t < T; t++) {
+            const nf_real *a = out + ((size_t)i * T + t) * 2 * din, *mu = a + din;
+            const nf_real *x = xt + ((size_t)i * T + t) * din;
+            nf_real *z = zt + ((size_t)i * T + t) * din;
+            for (int k = 0; k < din; k++) {
+                nf_real s = soft_clamp(a[k], st->clamp);
+                z[k] = (x[k] - mu[k]) * (nf_real)exp(-s);
+                ld += s;
+            }
+        }
+        logdet[i] -= (nf_real)ld;
+    }
+}
+
+/* x = z exp(s) + mu for the tokens t in [t0, t1) of one row (its tokens x, z; its (a, mu) in out). */
+static void affine_inverse_tokens(const tarflow_state *st, nf_real *x, const nf_real *z, const nf_real *out, int t0,
+                                  int t1)
+{
+    const int din = st->din;
+    for (int t = t0; t < t1; t++) {
+        const nf_real *a = out + (size_t)t * 2 * din, *mu = a + din;
+        for (int k = 0; k < din; k++)
+            x[(size_t)t * din + k] = z[(size_t)t * din + k] * (nf_real)exp(soft_clamp(a[k], st->clamp)) + mu[k];
+    }
+}
+
+static int tarflow_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
+                           nf_real *ws)
+{
+    tarflow_state *st = b->state;
+    tf_ws w = split_ws(b, ws, n);
+    gather(st, w.xt, x, b->dim, n);
+    nf_transformer_forward(st->tf, b->P, w.tfws, w.out, w.xt, ctx, n);
+    affine_forward(st, w.zt, logdet, w.xt, w.out, n);
+    scatter(st, y, w.zt, b->dim, n, 0);
+    nf_image_tail(&st->img, b->dim, y, x, n, 0);
+    st->fwd_ws = ws, st->fwd_n = n;
+    return nf_bijector_check_output(b, y, logdet, n, "forward");
+}
+
+static int tarflow_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
+                            const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws)
+{
+    (void)x, (void)y; /* the forward's tokens are in the workspace */
+    tarflow_state *st = b->state;
+    tf_ws w = split_ws(b, ws, n);
+    const int T = st->T, din = st->din;
+    gather(st, w.zt, dy, b->dim, n); /* dz tokens (zt is free after forward) */
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < T; t++) {
+            const nf_real *a = w.out + ((size_t)i * T + t) * 2 * din, *mu = a + din;
+            const nf_real *xv = w.xt + ((size_t)i * T + t) * din, *dz = w.zt + ((size_t)i * T + t) * din;
+            nf_real *da = w.dout + ((size_t)i * T + t) * 2 * din, *dmu = da + din, *dxv = w.dxt + ((size_t)i * T + t) * din;
+            for (int k = 0; k < din; k++) {
+                nf_real s = soft_clamp(a[k], st->clamp), e = (nf_real)exp(-s), z = (xv[k] - mu[k]) * e;
+                dxv[k] = dz[k] * e;
+                dmu[k] = -dz[k] * e;
+                nf_real ds = -dz[k] * z - dlogdet[i], r = s / st->clamp;
+                da[k] = ds * (1 - r * r);
+            }
+        }
+    nf_transformer_backward_hidden(st->tf, b->P, w.tfws, w.dxt, dctx, w.dout, st->dh, w.xt, ctx, n);
+    if (dx) {
+        scatter(st, dx, w.dxt, b->dim, n, 1);
+        nf_image_tail(&st->img, b->dim, dx, dy, n, 1);
+    }
+    return NF_OK;
+}
+
+/* ---- the sampling direction ---------------------------------------------------------------------- */
+
+/* Sequential: token by token with the key/value cache; x tokens written into w.xt, z tokens in w.zt. */
+static int inverse_sequential(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_real *ctx, int n)
+{
+    tarflow_state *st = b->state;
+    const int T = st->T, din = st->din;
+    const int g = guided(b, ctx);
+    if (!st->dec || st->dec_n < n || (g && !st->dec_u)) {
+        nf_transformer_decoder_free(st->dec);
+        nf_transformer_decoder_free(st->dec_u);
+        st->dec = st->dec_u = NULL;
+        NF_TRY(nf_transformer_decoder_create(&st->dec, st->tf, n));
+        if (g) NF_TRY(nf_transformer_decoder_create(&st->dec_u, st->tf, n));
+        st->dec_n = n;
+    }
+    NF_TRY(nf_transformer_decode_begin(st->dec, n));
+    if (g) {
+        NF_TRY(nf_transformer_decode_begin(st->dec_u, n));
+        memset(w->zctx, 0, (size_t)n * b->ctx_dim * sizeof(nf_real));
+    }
+    nf_real *yt = w->out, *prev = w->dout; /* (n, 2 din) and (n, din) */
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; t > 0 && i < n; i++)
+            memcpy(prev + (size_t)i * din, w->xt + ((size_t)i * T + t - 1) * din, (size_t)din * sizeof(nf_real));
+        NF_TRY(nf_transformer_decode_step(st->dec, b->P, yt, t, t ? prev : NULL, ctx));
+        if (g) {
+            NF_TRY(nf_transformer_decode_step(st->dec_u, b->P, w->outu, t, t ? prev : NULL, w->zctx));
+            guide(yt, w->outu, b->guidance, (size_t)n * 2 * din);
+        }
+        for (int i = 0; i < n; i++) {
+            const size_t at = ((size_t)i * T + t) * din;
+            const nf_real *a = yt + (size_t)i * 2 * din, *mu = a + din;
+            double ld = 0;
+            for (int k = 0; k < din; k++) {
+                nf_real s = soft_clamp(a[k], st->clamp);
+                w->xt[at + k] = w->zt[at + k] * (nf_real)exp(s) + mu[k];
+                ld += s;
+            }
+            logdet[i] += (nf_real)ld;
+        }
+    }
+    b->last_sweeps = T;
+    b->last_fell_back = 0;
+    return NF_OK;
+}
+
+typedef struct jacobi_ctx {
+    nf_bijector *b;
+    tf_ws *w;
+    const nf_real *ctx;
+    int n;
+    nf_real *xg, *outg;  /* gathered rows: tokens (n, T, din), outputs (n, T, 2 din) */
+} jacobi_ctx;
+
+/* g(x)_t = z_t exp(s_t(x_<t)) + mu_t(x_<t) for the tokens of degree lo..hi (token t has degree t+1),
+ * on the listed rows: one transformer pass over those rows. */
+static int jacobi_sweep(void *user, nf_real *x_new, const nf_real *x_old, const int *rows, int nrows, int lo, int hi)
+{
+    jacobi_ctx *J = user;
+    nf_bijector *b = J->b;
+    tarflow_state *st = b->state;
+    const int T = st->T, din = st->din, C = b->ctx_dim;
+    const size_t E = (size_t)T * din;
+    int m = rows ? nrows : J->n;
+    for (int r = 0; r < m; r++) {
+        int i = rows ? rows[r] : r;
+        memcpy(J->xg + r * E, x_old + i * E, E * sizeof(nf_real));
+        if (C) memcpy(J->w->ctx + (size_t)r * C, J->ctx + (size_t)i * C, (size_t)C * sizeof(nf_real));
+    }
+    nf_transformer_forward(st->tf, b->P, J->w->tfws, J->outg, J->xg, C ? J->w->ctx : NULL, m);
+    if (guided(b, J->ctx)) {
+        nf_transformer_forward(st->tf, b->P, J->w->tfws, J->w->outu, J->xg, J->w->zctx, m);
+        guide(J->outg, J->w->outu, b->guidance, (size_t)m * 2 * E);
+    }
+    for (int r = 0; r < m; r++) {
+        int i = rows ? rows[r] : r;
+        if (x_new != x_old) memcpy(x_new + i * E, x_old + i * E, E * sizeof(nf_real));
+        affine_inverse_tokens(st, x_new + i * E, J->w->zt + i * E, J->outg + r * 2 * E, lo - 1, hi);
+    }
+    return NF_OK;
+}
+
+static int inverse_jacobi(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_real *ctx, int n)
+{
+    tarflow_state *st = b->state;
+    const size_t E = (size_t)st->T * st->din;
+    /* buffers: the iterate in w->xt, the start (zeros) in w->dxt, the second iterate in the second
+     * half of w->dout and the gathered rows in its first half; their outputs in w->out */
+    nf_real *xbuf = w->dout + (size_t)n * E;
+    memset(w->dxt, 0, (size_t)n * E * sizeof(nf_real));
+    if (b->ctx_dim) memset(w->zctx, 0, (size_t)n * b->ctx_dim * sizeof(nf_real));
+    jacobi_ctx J = {.b = b, .w = w, .ctx = ctx, .n = n, .xg = w->dout, .outg = w->out};
+    nf_jacobi_config cfg = nf_jacobi_config_of(b, st->T);
+    nf_jacobi_result res;
+    NF_TRY(nf_jacobi_solve_rows(&cfg, jacobi_sweep, &J, w->xt, w->dxt, xbuf, n, E, w->iwork, &res));
+    b->last_sweeps = res.sweeps;
+    b->last_fell_back = res.fell_back;
+    /* the log-determinant at the solution: one more pass for s(x_<t) */
+    nf_transformer_forward(st->tf, b->P, w->tfws, w->out, w->xt, ctx, n);
+    if (guided(b, ctx)) {
+        nf_transformer_forward(st->tf, b->P, w->tfws, w->outu, w->xt, w->zctx, n);
+        guide(w->out, w->outu, b->guidance, (size_t)n * 2 * E);
+    }
+    for (int i = 0; i < n; i++) {
+        double ld = 0;
+        for (size_t e = 0; e < E; e++) {
+            size_t t = e / st->din, k = e % st->din;
+            ld += soft_clamp(w->out[(size_t)i * 2 * E + t * 2 * st->din + k], st->clamp);
+        }
+        logdet[i] += (nf_real)ld;
+    }
+    return NF_OK;
+}
+
+static int tarflow_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
+                           nf_real *ws)
+{
+    tarflow_state *st = b->state;
+    tf_ws w = split_ws(b, ws, n);
+    st->fwd_ws = NULL; /* the sweeps overwrite the forward's caches */
+    gather(st, w.zt, y, b->dim, n);
+    int rc;
+    if (b->invert_method == NF_INVERT_SEQUENTIAL) {
+        rc = inverse_sequential(b, &w, logdet, ctx, n);
+    } else {
+        rc = inverse_jacobi(b, &w, logdet, ctx, n);
+    }
+    if (rc != NF_OK) return nf_error_context(rc, "%s inverse", b->name);
+    scatter(st, x, w.xt, b->dim, n, 0);
+    nf_image_tail(&st->img, b->dim, x, y, n, 0);
+    return nf_bijector_check_output(b, x, logdet, n, "inverse");
+}
+
+/* ---- construction ---------------------------------------------------------------------------------- */
+
+static int tarflow_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
+{
+    tarflow_state *st = calloc(1, sizeof *st);
+    if (!st) return nf_error(NF_ENOMEM, "%s: out of memory", b->name);
+    b->state = st;
+    int width, heads, layers, mlp, qk;
+    double clamp;
+    NF_TRY(nf_image_shape_read(&st->img, b, opts));
+    NF_TRY(nf_opts_int(opts, "patch", 1, 1, 1 << 12, &st->p));
+    NF_TRY(nf_opts_int(opts, "width", 64, 1, 1 << 14, &width));
+    NF_TRY(nf_opts_int(opts, "heads", 4, 1, 256, &heads));
+    NF_TRY(nf_opts_int(opts, "layers", 2, 0, 256, &layers));
+    NF_TRY(nf_opts_int(opts, "mlp", 4, 1, 64, &mlp));
+    NF_TRY(nf_opts_int(opts, "qk", 1, 0, 1, &qk));
+    NF_TRY(nf_opts_int(opts, "reverse", 0, 0, 1, &st->reverse));
+    NF_TRY(nf_opts_double(opts, "clamp", 4, 0.1, 50, &clamp));
+    const nf_image_shape *im = &st->img;
+    if (im->h % st->p || im->w % st->p)
+        return nf_error(NF_EINVAL, "%s: patch=%d must divide the image sides h=%d and w=%d", b->name, st->p, im->h, im->w);
+    if (width % heads)
+        return nf_error(NF_EINVAL, "%s: width=%d is not a multiple of heads=%d", b->name, width, heads);
+    st->clamp = (nf_real)clamp;
+    st->T = (im->h / st->p) * (im->w / st->p);
+    st->din = st->p * st->p * im->c;
+    st->tok_of = malloc((size_t)st->T * st->din * sizeof *st->tok_of);
+    if (!st->tok_of) return nf_error(NF_ENOMEM, "%s: out of memory", b->name);
+    const int pw = im->w / st->p;
+    for (int t = 0; t < st->T; t++) {
+        int src = st->reverse ? st->T - 1 - t : t, bi = src / pw, bj = src % pw;
+        for (int di = 0; di < st->p; di++)
+            for (int dj = 0; dj < st->p; dj++)
+                for (int k = 0; k < im->c; k++)
+                    st->tok_of[(size_t)t * st->din + (di * st->p + dj) * im->c + k] =
+                        ((bi * st->p + di) * im->w + (bj * st->p + dj)) * im->c + k;
+    }
+    nf_transformer_config tc = {.din = st->din, .dout = 2 * st->din, .T = st->T, .d = width, .heads = heads,
+                                .layers = layers, .mlp_ratio = mlp, .ctx = b->ctx_dim,
+                                .qk_norm = qk ? NF_QK_RMS : NF_QK_NONE, .zero_init_output = 1};
+    char name[96];
+    snprintf(name, sizeof name, "%s.tf", b->name);
+    return nf_transformer_create(&st->tf, &tc, b->P, name, rng);
+}
+
+static void tarflow_destroy(nf_bijector *b)
+{
+    tarflow_state *st = b->state;
+    if (!st) return;
+    nf_transformer_decoder_free(st->dec);
+    nf_transformer_decoder_free(st->dec_u);
+    nf_transformer_free(st->tf);
+    free(st->tok_of);
+    free(st);
+    b->state = NULL;
+}
+
+const nf_bijector_type nf_bijector_tarflow = {
+    .name = "tarflow",
+    .options_help = "h=1 w=1 c=D/(h*w) patch=1 width=64 heads=4 layers=2 mlp=4 qk=1 reverse=0|1 clamp=4",
+    .create = tarflow_create,
+    .destroy = tarflow_destroy,
+    .workspace = tarflow_workspace,
+    .forward = tarflow_forward,
+    .inverse = tarflow_inverse,
+    .backward = tarflow_backward,
+    .inverse_backward = NULL,
+};
+
+/* ---- the hidden-state hooks (flows/tarflow.h) ------------------------------------------------------- */
+
+int nf_tarflow_is(const nf_bijector *b) { return b && b->type == &nf_bijector_tarflow; }
+
+int nf_tarflow_shape(const nf_bijector *b, int *T, int *d, int *reverse)
+{
+    if (!nf_tarflow_is(b)) return nf_error(NF_EINVAL, "bijector '%s': expected a tarflow block", b ? b->name : "");
+    const tarflow_state *st = b->state;
+    *T = st->T;
+    *d = nf_transformer_get_config(st->tf)->d;
+    *reverse = st->reverse;
+    return NF_OK;
+}
+
+const nf_real *nf_tarflow_hidden(const nf_bijector *b, int n)
+{
+    if (!nf_tarflow_is(b)) return NULL;
+    const tarflow_state *st = b->state;
+    if (!st->fwd_ws || st->fwd_n != n) return NULL;
+    tf_ws w = split_ws(b, st->fwd_ws, n);
+    return nf_transformer_hidden(st->tf, w.tfws, n);
+}
+
+void nf_tarflow_set_hidden_grad(nf_bijector *b, const nf_real *dh)
+{
+    if (nf_tarflow_is(b)) ((tarflow_state *)b->state)->dh = dh;
+}

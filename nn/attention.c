@@ -1,0 +1,418 @@
+/* nn/attention.c - causal multi-head self-attention (nn/attention.h): forward, backward, decoding step.
+ *
+ * Forward cache (N = n*T rows):  qkv (N, 3d) | [qk_norm: qk (N, 2d) normalised q|k, rstd (N, 2H)] |
+ *                                stat (n, H, T, 2) each row's softmax max and 1/sum | o (N, d) heads
+ * Scratch (forward and backward): do (N, d) | dqkv (N, 3d) | [qk_norm: dqk (N, 2d)] |
+ *                                tiles (NF_NN_MAX_THREADS, 2, T, T): P and dS of the pair a part runs
+ * The (T, T) probabilities are never kept: forward computes them a pair at a time in its part's tile,
+ * backward computes them again from q, k and the row statistics, with the same operations, so they
+ * are the same bits (one more q k^T product instead of n H T^T reals per layer in the cache).
+ * Each (sequence, head) pair works on strided views: q, k with row stride 3d (2d when normalised),
+ * v with 3d, o with d.  Rows are taken in blocks of ATTN_BLOCK and every product stops at the block's
+ * diagonal, so about half of the masked triangle is never computed; entries above the diagonal inside
+ * a diagonal block are stored as zeros, which is what the later products read there.
+ */
+/* The softmax loops are arithmetic meant to become SIMD code: see flows/rqspline.c on -ftrapping-math. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+#include "nn/attention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/blas.h"
+#include "core/simd.h"
+#include "core/threads.h"
+#include "nn/nn_internal.h"
+/* header-only fast exp (the float build's softmax), the one the flows' kernels use */
+#include "flows/fastmath.h"
+
+#define ATTN_BLOCK 64
+#define QK_EPS 1e-6
+
+#ifdef NF_DOUBLE
+#define EXP exp
+#else
+#define EXP nf_fast_expf
+#endif
+
+int nf_attention_init(nf_attention *A, nf_params *P, const char *name, int d, int heads, int qk_norm,
+                      nf_rng *rng)
+{
+    char full[NF_PARAM_NAME_MAX + 32];
+    if (d < 1 || heads < 1 || d % heads != 0)
+        return nf_error(NF_EINVAL, "attention '%s': width d=%d, heads=%d; expected heads >= 1 dividing d >= 1", name,
+                        d, heads);
+    if (qk_norm != NF_QK_NONE && qk_norm != NF_QK_RMS)
+        return nf_error(NF_EINVAL, "attention '%s': qk_norm=%d; expected 0 (none) or 1 (RMS)", name, qk_norm);
+    memset(A, 0, sizeof *A);
+    A->d = d;
+    A->heads = heads;
+    A->dh = d / heads;
+    A->qk_norm = qk_norm;
+    snprintf(full, sizeof full, "%s.qkv", name);
+    NF_TRY(nf_linear_init(&A->qkv, P, full, d, 3 * d, 0, NULL, rng));
+    snprintf(full, sizeof full, "%s.out", name);
+    NF_TRY(nf_linear_init(&A->out, P, full, d, d, 0, NULL, rng));
+    if (qk_norm) {
+        snprintf(full, sizeof full, "%s.q_gain", name);
+        NF_TRY(nf_params_add(P, full, (size_t)A->dh, &A->q_gain));
+        snprintf(full, sizeof full, "%s.k_gain", name);
+        NF_TRY(nf_params_add(P, full, (size_t)A->dh, &A->k_gain));
+        for (int i = 0; i < A->dh; i++) P->value[A->q_gain + i] = P->value[A->k_gain + i] = 1;
+    }
+    return NF_OK;
+}
+
+size_t nf_attention_workspace(const nf_attention *A, int n, int T)
+{
+    const size_t N = (size_t)n * T, d = (size_t)A->d;
+    size_t s = N * 3 * d + N * 2 * A->heads + N * d;
+    if (A->qk_norm) s += N * 2 * d + N * 2 * A->heads;
+    return s;
+}
+
+size_t nf_attention_scratch(const nf_attention *A, int n, int T)
+{
+    const size_t N = (size_t)n * T, d = (size_t)A->d;
+    size_t s = N * d + N * 3 * d + (size_t)NF_NN_MAX_THREADS * 2 * T * T;
+    if (A->qk_norm) s += N * 2 * d;
+    return s;
+}
+
+/* Pointers into the forward cache and the strides of the q, k views. */
+typedef struct views {
+    nf_real *qkv, *qk, *rstd, *stat, *o;
+    const nf_real *q, *k, *v;
+    int ldq, ldk, ldv;
+} views;
+
+static views cache_views(const nf_attention *A, const nf_real *ws, int n, int T)
+{
+    const size_t N = (size_t)n * T, d = (size_t)A->d;
+    views w;
+    nf_real *p = (nf_real *)ws;
+    w.qkv = p, p += N * 3 * d;
+    w.qk = w.rstd = NULL;
+    if (A->qk_norm) w.qk = p, p += N * 2 * d, w.rstd = p, p += N * 2 * A->heads;
+    w.stat = p, p += N * 2 * A->heads;
+    w.o = p;
+    w.v = w.qkv + 2 * d, w.ldv = 3 * A->d;
+    if (A->qk_norm)
+        w.q = w.qk, w.k = w.qk + d, w.ldq = w.ldk = 2 * A->d;
+    else
+        w.q = w.qkv, w.k = w.qkv + d, w.ldq = w.ldk = 3 * A->d;
+    return w;
+}
+
+/* RMS norm of one head's row: r = 1/sqrt(mean(u^2) + eps), out = g * u * r; returns r. */
+static nf_real rms_row(nf_real *out, const nf_real *u, const nf_real *g, int dh)
+{
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < dh; i++) s += (double)u[i] * u[i];
+    const nf_real r = (nf_real)(1.0 / sqrt(s / dh + QK_EPS));
+#pragma omp simd
+    for (int i = 0; i < dh; i++) out[i] = g[i] * u[i] * r;
+    return r;
+}
+
+/* RMS norm backward of one head's row, u the raw row, r its 1/rms, xhat = u r, out = g xhat:
+ *   du = r (g dout - xhat mean(g dout xhat))   (written);  the gains' dg += dout xhat is summed
+ * afterwards over all rows (gain_grads), in a fixed order. */
+static void rms_row_backward(nf_real *du, const nf_real *dout, const nf_real *u, nf_real r, const nf_real *g, int dh)
+{
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < dh; i++) s += (double)g[i] * dout[i] * u[i] * r;
+    const nf_real m = (nf_real)(s / dh);
+#pragma omp simd
+    for (int i = 0; i < dh; i++) du[i] = r * (g[i] * dout[i] - u[i] * r * m);
+}
+
+/* In place over s[0..len-1]: p_j = exp(s_j - m) / z, m = max_k s_k, z = sum_k exp(s_k - m);
+ * stat = (m, 1/z) when not NULL.  Rows are long (up to T): AVX2 clones, vectorised reductions. */
+NF_SIMD_CLONES static void softmax_row(nf_real *s, int len, nf_real *stat)
+{
+    nf_real m = s[0];
+#pragma omp simd reduction(max : m)
+    for (int j = 1; j < len; j++) m = s[j] > m ? s[j] : m;
+#pragma omp simd
+    for (int j = 0; j < len; j++) s[j] = EXP(s[j] - m);
+    nf_real sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < len; j++) sum += s[j];
+    const nf_real inv = 1 / sum;
+#pragma omp simd
+    for (int j = 0; j < len; j++) s[j] *= inv;
+    if (stat) stat[0] = m, stat[1] = inv;
+}
+
+/* The same probabilities again from the scores and the saved (m, 1/z). */
+NF_SIMD_CLONES static void softmax_row_again(nf_real *s, int len, const nf_real *stat)
+{
+    const nf_real m = stat[0], inv = stat[1];
+#pragma omp simd
+    for (int j = 0; j < len; j++) s[j] = EXP(s[j] - m);
+#pragma omp simd
+    for (int j = 0; j < len; j++) s[j] *= inv;
+}
+
+/* The per-part tiles at the end of the scratch. */
+static nf_real *scratch_tiles(const nf_attention *A, nf_real *scratch, int n, int T)
+{
+    const size_t N = (size_t)n * T, d = (size_t)A->d;
+    return scratch + N * 4 * d + (A->qk_norm ? N * 2 * d : 0);
+}
+
+/* The pool's share of the (sequence, head) pairs: a fixed contiguous range per part. */
+typedef struct pair_job {
+    const nf_attention *A;
+    const nf_params *P;
+    views w;
+    nf_real *do_, *dq, *dk, *dv, *tiles;
+    nf_real *dqkv;                  /* (N, 3d): dv is its last third; with QK norm dq|dk (N, 2d) go through it */
+    int lddq, lddk, n, T;
+} pair_job;
+
+static int pair_threads(int pairs, double flops)
+{
+    if (nf_threads_in_parallel() || flops < NF_NN_PAR_FLOPS) return 1;
+    int t = nf_blas_get_threads();
+    t = t < NF_NN_MAX_THREADS ? t : NF_NN_MAX_THREADS;
+    t = t < pairs ? t : pairs;
+    return t > 1 ? t : 1;
+}
+
+/* The causal probabilities of one pair into p (T, T): per row block r0..r1, S = q k^T / sqrt(dh) on
+ * columns 0..r1 - 1, each row's softmax over columns 0..i (forward: saving (m, 1/z) in stat; again:
+ * reading them), zeros right of the diagonal inside the block.  Columns >= r1 are not written. */
+static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again)
+{
+    const nf_attention *A = j->A;
+    const int T = j->T, dh = A->dh;
+    const size_t row0 = (size_t)b * T;
+    const nf_real scale = (nf_real)(1.0 / sqrt((double)dh));
+    const nf_real *q = j->w.q + row0 * j->w.ldq + (size_t)h * dh, *k = j->w.k + row0 * j->w.ldk + (size_t)h * dh;
+    nf_real *stat = j->w.stat + ((size_t)b * A->heads + h) * T * 2;
+    for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
+        const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
+        nf_gemm(0, 1, r1 - r0, r1, dh, scale, q + (size_t)r0 * j->w.ldq, j->w.ldq, k, j->w.ldk, 0, p + (size_t)r0 * T,
+                T);
+        for (int i = r0; i < r1; i++) {
+            nf_real *pi = p + (size_t)i * T;
+            if (again)
+                softmax_row_again(pi, i + 1, stat + 2 * (size_t)i);
+            else
+                softmax_row(pi, i + 1, stat + 2 * (size_t)i);
+            for (int c = i + 1; c < r1; c++) pi[c] = 0;
+        }
+    }
+}
+
+/* One pair: P = causal softmax(q k^T / sqrt(dh)), then o = P v, row block by row block. */
+static void forward_pair(const pair_job *j, int b, int h, nf_real *p)
+{
+    const nf_attention *A = j->A;
+    const int T = j->T, dh = A->dh, d = A->d;
+    const size_t row0 = (size_t)b * T;
+    const nf_real *v = j->w.v + row0 * j->w.ldv + (size_t)h * dh;
+    nf_real *o = j->w.o + row0 * d + (size_t)h * dh;
+    if (A->qk_norm) /* this pair's rows of q and k, head h */
+        for (size_t r = row0; r < row0 + (size_t)T; r++)
+            for (int part = 0; part < 2; part++) {
+                const size_t c = (size_t)part * d + (size_t)h * dh;
+                j->w.rstd[r * 2 * A->heads + (size_t)part * A->heads + h] =
+                    rms_row(j->w.qk + r * 2 * d + c, j->w.qkv + r * 3 * d + c,
+                            j->P->value + (part ? A->k_gain : A->q_gain), dh);
+            }
+    probabilities(j, b, h, p, 0);
+    for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
+        const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
+        nf_gemm(0, 0, r1 - r0, dh, r1, 1, p + (size_t)r0 * T, T, v, j->w.ldv, 0, o + (size_t)r0 * d, d);
+    }
+}
+
+static void forward_part(void *arg, int part, int nparts)
+{
+    const pair_job *j = arg;
+    const int pairs = j->n * j->A->heads;
+    nf_real *p = j->tiles + (size_t)part * 2 * j->T * j->T;
+    for (int a = (int)((long)pairs * part / nparts); a < (int)((long)pairs * (part + 1) / nparts); a++)
+        forward_pair(j, a / j->A->heads, a % j->A->heads, p);
+}
+
+/* Forward: [q|k|v] = x Wqkv^T + b; q, k RMS-normalised per head (optional); per (sequence, head)
+ * P = causal softmax(q k^T / sqrt(dh)), o = P v; y = o Wo^T + bo. */
+void nf_attention_forward(const nf_attention *A, const nf_params *P, nf_real *ws, nf_real *scratch, nf_real *y,
+                          const nf_real *x, int n, int T)
+{
+    if (n <= 0 || T <= 0) return;
+    const int N = n * T, H = A->heads, dh = A->dh;
+    views w = cache_views(A, ws, n, T);
+    nf_linear_forward(&A->qkv, P, NULL, w.qkv, x, N);
+    pair_job j = {A, P, w, NULL, NULL, NULL, NULL, scratch_tiles(A, scratch, n, T), NULL, 0, 0, n, T};
+    const int t = pair_threads(n * H, 2.0 * n * H * (double)T * T * dh);
+    nf_threads_run(t, t, forward_part, &j);
+    nf_linear_forward(&A->out, P, NULL, y, w.o, N);
+}
+
+/* One pair's backward, with dO = dL/do and P computed again into p:
+ *   dP = dO v^T,  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) / sqrt(dh)   (softmax; zero above the diagonal)
+ *   dq = dS k,  dk = dS^T q,  dv = P^T dO   (written, not added: each pair owns its columns). */
+static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *ds)
+{
+    const nf_attention *A = j->A;
+    const int T = j->T, dh = A->dh, d = A->d, ldq = j->w.ldq, ldk = j->w.ldk, ldv = j->w.ldv;
+    const size_t row0 = (size_t)b * T, col = (size_t)h * dh;
+    const nf_real scale = (nf_real)(1.0 / sqrt((double)dh));
+    const nf_real *q = j->w.q + row0 * ldq + col, *k = j->w.k + row0 * ldk + col, *v = j->w.v + row0 * ldv + col;
+    const nf_real *dO = j->do_ + row0 * d + col;
+    nf_real *dq = j->dq + row0 * j->lddq + col, *dk = j->dk + row0 * j->lddk + col, *dv = j->dv + row0 * 3 * d + col;
+    probabilities(j, b, h, p, 1);
+    for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
+        const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
+        nf_gemm(0, 1, r1 - r0, r1, dh, 1, dO + (size_t)r0 * d, d, v, ldv, 0, ds + (size_t)r0 * T, T);
+        for (int i = r0; i < r1; i++) {
+            const nf_real *pi = p + (size_t)i * T;
+            nf_real *si = ds + (size_t)i * T;
+            double dot = 0;
+#pragma omp simd reduction(+ : dot)
+            for (int c = 0; c <= i; c++) dot += (double)pi[c] * si[c];
+            const nf_real dt = (nf_real)dot;
+#pragma omp simd
+            for (int c = 0; c <= i; c++) si[c] = pi[c] * (si[c] - dt) * scale;
+            for (int c = i + 1; c < r1; c++) si[c] = 0;
+        }
+        nf_gemm(0, 0, r1 - r0, dh, r1, 1, ds + (size_t)r0 * T, T, k, ldk, 0, dq + (size_t)r0 * j->lddq, j->lddq);
+    }
+    /* column block c0..c1 of dS and P is non-zero only on rows c0..T-1 */
+    for (int c0 = 0; c0 < T; c0 += ATTN_BLOCK) {
+        const int c1 = c0 + ATTN_BLOCK < T ? c0 + ATTN_BLOCK : T;
+        nf_gemm(1, 0, c1 - c0, dh, T - c0, 1, p + (size_t)c0 * T + c0, T, dO + (size_t)c0 * d, d, 0,
+                dv + (size_t)c0 * 3 * d, 3 * d);
+        nf_gemm(1, 0, c1 - c0, dh, T - c0, 1, ds + (size_t)c0 * T + c0, T, q + (size_t)c0 * ldq, ldq, 0,
+                dk + (size_t)c0 * j->lddk, j->lddk);
+    }
+    if (A->qk_norm) /* dq, dk above were for the normalised rows: through the RMS norm into dqkv */
+        for (size_t r = row0; r < row0 + (size_t)T; r++)
+            for (int part = 0; part < 2; part++) {
+                const size_t c = (size_t)part * d + col;
+                rms_row_backward(j->dqkv + r * 3 * d + c, j->dq + r * 2 * d + c, j->w.qkv + r * 3 * d + c,
+                                 j->w.rstd[r * 2 * A->heads + (size_t)part * A->heads + h],
+                                 j->P->value + (part ? A->k_gain : A->q_gain), dh);
+            }
+}
+
+static void backward_part(void *arg, int part, int nparts)
+{
+    const pair_job *j = arg;
+    const int pairs = j->n * j->A->heads;
+    nf_real *p = j->tiles + (size_t)part * 2 * j->T * j->T, *ds = p + (size_t)j->T * j->T;
+    for (int a = (int)((long)pairs * part / nparts); a < (int)((long)pairs * (part + 1) / nparts); a++)
+        backward_pair(j, a / j->A->heads, a % j->A->heads, p, ds);
+}
+
+static void gain_grads(const nf_attention *A, nf_params *P, const nf_real *dqk, const views *w, int N)
+{
+    const int d = A->d, H = A->heads, dh = A->dh;
+    for (int part = 0; part < 2; part++) {
+        nf_real *dg = P->grad + (part ? A->k_gain : A->q_gain);
+        for (int r = 0; r < N; r++)
+            for (int h = 0; h < H; h++) {
+                const size_t c = (size_t)part * d + (size_t)h * dh;
+                const nf_real *u = w->qkv + (size_t)r * 3 * d + c, *dy = dqk + (size_t)r * 2 * d + c;
+                const nf_real rs = w->rstd[(size_t)r * 2 * H + part * H + h];
+#pragma omp simd
+                for (int i = 0; i < dh; i++) dg[i] += dy[i] * u[i] * rs;
+            }
+    }
+}
+
+void nf_attention_backward(const nf_attention *A, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
+                           const nf_real *dy, const nf_real *x, int n, int T)
+{
+    if (n <= 0 || T <= 0) return;
+    const int N = n * T, d = A->d, H = A->heads;
+    const size_t Nz = (size_t)N;
+    views w = cache_views(A, ws, n, T);
+    nf_real *do_ = scratch, *dqkv = do_ + Nz * d, *dqk = dqkv + Nz * 3 * d;
+    /* do = dy Wo (written), Wo and bo gradients added */
+    nf_linear_backward_cat(&A->out, P, NULL, do_, NULL, dy, w.o, NULL, 0, 0, N);
+    pair_job j = {A, P, w, do_, NULL, NULL, dqkv + 2 * d, scratch_tiles(A, scratch, n, T), dqkv, 0, 0, n, T};
+    if (A->qk_norm)
+        j.dq = dqk, j.dk = dqk + d, j.lddq = j.lddk = 2 * d;
+    else
+        j.dq = dqkv, j.dk = dqkv + d, j.lddq = j.lddk = 3 * d;
+    const int t = pair_threads(n * H, 5.0 * n * H * (double)T * T * A->dh);
+    nf_threads_run(t, t, backward_part, &j);
+    if (A->qk_norm) gain_grads(A, P, dqk, &w, N);
+    /* dx += dqkv Wqkv, Wqkv and bqkv gradients added */
+    nf_linear_backward_cat(&A->qkv, P, NULL, dx, NULL, dqkv, x, NULL, 0, 1, N);
+}
+
+size_t nf_attention_kv_size(const nf_attention *A, int n, int Tmax)
+{
+    return (size_t)2 * n * Tmax * A->d;
+}
+
+size_t nf_attention_step_workspace(const nf_attention *A, int n, int Tmax)
+{
+    return (size_t)n * 4 * A->d + (size_t)NF_NN_MAX_THREADS * Tmax;
+}
+
+typedef struct step_job {
+    const nf_attention *A;
+    const nf_params *P;
+    nf_real *qkv, *o, *s, *kv;
+    int Tmax, t, n;
+} step_job;
+
+/* Sequences b of a part: normalise q, k; store k, v at position t; o_b per head. */
+static void step_part(void *arg, int part, int nparts)
+{
+    const step_job *j = arg;
+    const nf_attention *A = j->A;
+    const int d = A->d, H = A->heads, dh = A->dh, t = j->t, Tmax = j->Tmax;
+    const nf_real scale = (nf_real)(1.0 / sqrt((double)dh));
+    nf_real *s = j->s + (size_t)part * Tmax, *Kc = j->kv, *Vc = j->kv + (size_t)j->n * Tmax * d;
+    for (int b = (int)((long)j->n * part / nparts); b < (int)((long)j->n * (part + 1) / nparts); b++) {
+        nf_real *row = j->qkv + (size_t)b * 3 * d;
+        if (A->qk_norm)
+            for (int h = 0; h < H; h++) {
+                rms_row(row + (size_t)h * dh, row + (size_t)h * dh, j->P->value + A->q_gain, dh);
+                rms_row(row + d + (size_t)h * dh, row + d + (size_t)h * dh, j->P->value + A->k_gain, dh);
+            }
+        nf_real *kb = Kc + (size_t)b * Tmax * d, *vb = Vc + (size_t)b * Tmax * d;
+        memcpy(kb + (size_t)t * d, row + d, (size_t)d * sizeof *kb);
+        memcpy(vb + (size_t)t * d, row + 2 * d, (size_t)d * sizeof *vb);
+        for (int h = 0; h < H; h++) {
+            nf_gemm(0, 1, 1, t + 1, dh, scale, row + (size_t)h * dh, dh, kb + (size_t)h * dh, d, 0, s, t + 1);
+            softmax_row(s, t + 1, NULL);
+            nf_gemm(0, 0, 1, dh, t + 1, 1, s, t + 1, vb + (size_t)h * dh, d, 0, j->o + (size_t)b * d + (size_t)h * dh,
+                    dh);
+        }
+    }
+}
+
+/* Step t for every sequence b: [q|k|v] = x_t Wqkv^T + b (normalised as in forward), k and v stored at
+ * position t, p = softmax(q K_{0..t}^T / sqrt(dh)) per head, o = p V_{0..t}, y_t = o Wo^T + bo.
+ * Sequences are split over the pool in fixed ranges, each part with its own score row. */
+int nf_attention_step(const nf_attention *A, const nf_params *P, nf_real *ws, nf_real *kv, int Tmax, nf_real *y,
+                      const nf_real *x, int t, int n)
+{
+    if (t < 0 || t >= Tmax)
+        return nf_error(NF_EINVAL, "attention step: position t=%d; expected 0 <= t < %d (the cache's length)", t,
+                        Tmax);
+    if (n <= 0) return NF_OK;
+    const int d = A->d;
+    step_job j = {A, P, ws, ws + (size_t)n * 3 * d, ws + (size_t)n * 4 * d, kv, Tmax, t, n};
+    nf_linear_forward(&A->qkv, P, NULL, j.qkv, x, n);
+    const int parts = pair_threads(n, 4.0 * n * (double)(t + 1) * d);
+    nf_threads_run(parts, parts, step_part, &j);
+    nf_linear_forward(&A->out, P, NULL, y, j.o, n);
+    return NF_OK;
+}

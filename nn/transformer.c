@@ -1,0 +1,347 @@
+/* nn/transformer.c - the causal transformer conditioner of a transformer autoregressive flow
+ * (nn/transformer.h): shifted input, embeddings, L pre-norm blocks, final layer norm, projection.
+ *
+ * Workspace for n sequences (N = n*T rows), forward part then backward scratch:
+ *     u (N, din) shifted input | hs (L + 1, N, d) every block's input and the last output |
+ *     block caches (L of nf_tblock_workspace) | f (N, d) = LN_f(h_L) | cf (N, 2) | ce (n, d) |
+ *     scratch: dA, dB (N, d) gradients of consecutive h_l | du (N, din) | dce (n, d) |
+ *              the blocks' shared scratch (nf_tblock_scratch), which forward uses too
+ * The decoder keeps one key/value cache per block (nf_attention_kv_size at n_max) and the step's
+ * scratch, allocated once by nf_transformer_decoder_create.
+ */
+#include "nn/transformer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct nf_transformer {
+    nf_transformer_config cfg;
+    size_t start, pos;          /* offsets: start token (din), positional embeddings (T, d) */
+    nf_linear in, ctx, out;     /* din -> d, C -> d (when C > 0), d -> dout */
+    nf_tblock *blocks;          /* (layers) */
+    nf_layernorm ln_f;
+};
+
+static int check_config(const nf_transformer_config *c, const char *name)
+{
+    if (c->din < 1 || c->dout < 1 || c->T < 1)
+        return nf_error(NF_EINVAL, "transformer '%s': din=%d, dout=%d, T=%d; expected all >= 1", name, c->din,
+                        c->dout, c->T);
+    if (c->d < 1 || c->heads < 1 || c->d % c->heads != 0)
+        return nf_error(NF_EINVAL, "transformer '%s': d=%d, heads=%d; expected heads >= 1 dividing d >= 1", name,
+                        c->d, c->heads);
+    if (c->layers < 0 || c->mlp_ratio < 0 || c->ctx < 0)
+        return nf_error(NF_EINVAL, "transformer '%s': layers=%d, mlp_ratio=%d, ctx=%d; expected all >= 0", name,
+                        c->layers, c->mlp_ratio, c->ctx);
+    if (c->qk_norm != NF_QK_NONE && c->qk_norm != NF_QK_RMS)
+        return nf_error(NF_EINVAL, "transformer '%s': qk_norm=%d; expected 0 (none) or 1 (RMS)", name, c->qk_norm);
+    return NF_OK;
+}
+
+static int build(nf_transformer *tf, nf_params *P, const char *name, nf_rng *rng)
+{
+    const nf_transformer_config *c = &tf->cfg;
+    char full[NF_PARAM_NAME_MAX + 32];
+    snprintf(full, sizeof full, "%s.start", name);
+    NF_TRY(nf_params_add(P, full, (size_t)c->din, &tf->start));
+    snprintf(full, sizeof full, "%s.pos", name);
+    NF_TRY(nf_params_add(P, full, (size_t)c->T * c->d, &tf->pos));
+    nf_rng_fill_normal(rng, P->value + tf->start, (size_t)c->din);
+    nf_rng_fill_normal(rng, P->value + tf->pos, (size_t)c->T * c->d);
+    for (size_t i = 0; i < (size_t)c->din; i++) P->value[tf->start + i] *= (nf_real)0.02;
+    for (size_t i = 0; i < (size_t)c->T * c->d; i++) P->value[tf->pos + i] *= (nf_real)0.02;
+    snprintf(full, sizeof full, "%s.in", name);
+    NF_TRY(nf_linear_init(&tf->in, P, full, c->din, c->d, 0, NULL, rng));
+    if (c->ctx > 0) {
+        snprintf(full, sizeof full, "%s.ctx", name);
+        NF_TRY(nf_linear_init(&tf->ctx, P, full, c->ctx, c->d, 0, NULL, rng));
+    }
+    for (int l = 0; l < c->layers; l++) {
+        snprintf(full, sizeof full, "%s.b%d", name, l);
+        NF_TRY(nf_tblock_init(&tf->blocks[l], P, full, c->d, c->heads, c->mlp_ratio, c->qk_norm, rng));
+    }
+    snprintf(full, sizeof full, "%s.ln_f", name);
+    NF_TRY(nf_layernorm_init(&tf->ln_f, P, full, c->d));
+    snprintf(full, sizeof full, "%s.out", name);
+    NF_TRY(nf_linear_init(&tf->out, P, full, c->d, c->dout, 0, NULL, rng));
+    if (c->zero_init_output) nf_linear_zero(&tf->out, P);
+    return NF_OK;
+}
+
+int nf_transformer_create(nf_transformer **out, const nf_transformer_config *cfg, nf_params *P, const char *name,
+                          nf_rng *rng)
+{
+    *out = NULL;
+    NF_TRY(check_config(cfg, name));
+    if (!rng) return nf_error(NF_EINVAL, "transformer '%s': no random number generator to initialise it", name);
+    nf_transformer *tf = nf_calloc(1, sizeof *tf, "transformer");
+    if (!tf) return NF_ENOMEM;
+    tf->cfg = *cfg;
+    if (tf->cfg.mlp_ratio == 0) tf->cfg.mlp_ratio = 4;
+    if (cfg->layers > 0 && !(tf->blocks = nf_calloc((size_t)cfg->layers, sizeof *tf->blocks, "transformer blocks"))) {
+        free(tf);
+        return NF_ENOMEM;
+    }
+    int rc = build(tf, P, name, rng);
+    if (rc != NF_OK) {
+        nf_transformer_free(tf);
+        return rc;
+    }
+    *out = tf;
+    return NF_OK;
+}
+
+void nf_transformer_free(nf_transformer *tf)
+{
+    if (!tf) return;
+    free(tf->blocks);
+    free(tf);
+}
+
+const nf_transformer_config *nf_transformer_get_config(const nf_transformer *tf) { return &tf->cfg; }
+
+static size_t blocks_ws(const nf_transformer *tf, int n)
+{
+    return tf->cfg.layers > 0 ? nf_tblock_workspace(&tf->blocks[0], n, tf->cfg.T) : 0;
+}
+
+static size_t blocks_sc(const nf_transformer *tf, int n)
+{
+    return tf->cfg.layers > 0 ? nf_tblock_scratch(&tf->blocks[0], n, tf->cfg.T) : 0;
+}
+
+size_t nf_transformer_workspace(const nf_transformer *tf, int n)
+{
+    const nf_transformer_config *c = &tf->cfg;
+    const size_t N = (size_t)n * c->T, d = (size_t)c->d, L = (size_t)c->layers;
+    size_t fwd = N * c->din + (L + 1) * N * d + L * blocks_ws(tf, n) + N * d + N * 2 + (size_t)n * d;
+    size_t bwd = 2 * N * d + N * c->din + (size_t)n * d + blocks_sc(tf, n);
+    return fwd + bwd;
+}
+
+typedef struct tviews {
+    nf_real *u, *hs, *bws, *f, *cf, *ce;  /* forward */
+    nf_real *dA, *dB, *du, *dce, *bsc;    /* backward scratch */
+} tviews;
+
+static tviews views_of(const nf_transformer *tf, nf_real *ws, int n)
+{
+    const nf_transformer_config *c = &tf->cfg;
+    const size_t N = (size_t)n * c->T, d = (size_t)c->d, L = (size_t)c->layers;
+    tviews v;
+    nf_real *p = ws;
+    v.u = p, p += N * c->din;
+    v.hs = p, p += (L + 1) * N * d;
+    v.bws = p, p += L * blocks_ws(tf, n);
+    v.f = p, p += N * d;
+    v.cf = p, p += N * 2;
+    v.ce = p, p += (size_t)n * d;
+    v.dA = p, p += N * d;
+    v.dB = p, p += N * d;
+    v.du = p, p += N * c->din;
+    v.dce = p, p += (size_t)n * d;
+    v.bsc = p;
+    return v;
+}
+
+/* u_{b,0} = s, u_{b,t} = x_{b,t-1};  h_0 = u Win^T + bin + pos_t + (ctx_b Wc^T + bc);
+ * h_l = block_l(h_{l-1});  y = LN_f(h_L) Wout^T + bout. */
+void nf_transformer_forward(const nf_transformer *tf, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                            const nf_real *ctx, int n)
+{
+    if (n <= 0) return;
+    const nf_transformer_config *c = &tf->cfg;
+    const int T = c->T, N = n * T, d = c->d, din = c->din;
+    const size_t Nd = (size_t)N * d;
+    tviews v = views_of(tf, ws, n);
+    for (int b = 0; b < n; b++) {
+        nf_real *ub = v.u + (size_t)b * T * din;
+        memcpy(ub, P->value + tf->start, (size_t)din * sizeof *ub);
+        memcpy(ub + din, x + (size_t)b * T * din, (size_t)(T - 1) * din * sizeof *ub);
+    }
+    nf_linear_forward(&tf->in, P, NULL, v.hs, v.u, N);
+    if (c->ctx > 0) nf_linear_forward(&tf->ctx, P, NULL, v.ce, ctx, n);
+    const nf_real *pos = P->value + tf->pos;
+    for (int b = 0; b < n; b++)
+        for (int t = 0; t < T; t++) {
+            nf_real *h = v.hs + ((size_t)b * T + t) * d;
+            const nf_real *pt = pos + (size_t)t * d, *cb = v.ce + (size_t)b * d;
+            for (int i = 0; i < d; i++) h[i] += pt[i];
+            if (c->ctx > 0)
+                for (int i = 0; i < d; i++) h[i] += cb[i];
+        }
+    const size_t bw = blocks_ws(tf, n);
+    for (int l = 0; l < c->layers; l++)
+        nf_tblock_forward(&tf->blocks[l], P, v.bws + l * bw, v.bsc, v.hs + (l + 1) * Nd, v.hs + l * Nd, n, T);
+    nf_layernorm_forward(&tf->ln_f, P, v.f, v.cf, v.hs + (size_t)c->layers * Nd, N);
+    nf_linear_forward(&tf->out, P, NULL, y, v.f, N);
+}
+
+void nf_transformer_backward(const nf_transformer *tf, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dctx,
+                             const nf_real *dy, const nf_real *x, const nf_real *ctx, int n)
+{
+    nf_transformer_backward_hidden(tf, P, ws, dx, dctx, dy, NULL, x, ctx, n);
+}
+
+/* h_L is the last of the hs views (after u). */
+const nf_real *nf_transformer_hidden(const nf_transformer *tf, const nf_real *ws, int n)
+{
+    const size_t Nd = (size_t)n * tf->cfg.T * tf->cfg.d;
+    return ws + (size_t)n * tf->cfg.T * tf->cfg.din + (size_t)tf->cfg.layers * Nd;
+}
+
+/* Reverse of forward: df = dy Wout, dh_L = LN_f'(df) [+ dh, a second loss's gradient of the hidden
+ * state], dh_{l-1} = block_l'(dh_l), then with e = dh_0:
+ *   dpos_t += sum_b e_{b,t},  dctx_b += (sum_t e_{b,t}) Wc,  du = e Win,
+ *   dx_{b,t-1} += du_{b,t} (t >= 1),  ds += sum_b du_{b,0}. */
+void nf_transformer_backward_hidden(const nf_transformer *tf, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dctx,
+                                    const nf_real *dy, const nf_real *dh, const nf_real *x, const nf_real *ctx, int n)
+{
+    (void)x; /* the shifted copy u in the workspace is what the input layer saw */
+    if (n <= 0) return;
+    const nf_transformer_config *c = &tf->cfg;
+    const int T = c->T, N = n * T, d = c->d, din = c->din;
+    const size_t Nd = (size_t)N * d;
+    tviews v = views_of(tf, ws, n);
+    nf_real *dcur = v.dA, *dprev = v.dB;
+    nf_real *df = dprev; /* spent before dprev is first used */
+    nf_linear_backward_cat(&tf->out, P, NULL, df, NULL, dy, v.f, NULL, 0, 0, N);
+    memset(dcur, 0, Nd * sizeof *dcur);
+    nf_layernorm_backward(&tf->ln_f, P, dcur, df, v.hs + (size_t)c->layers * Nd, v.cf, N);
+    if (dh)
+        for (size_t k = 0; k < Nd; k++) dcur[k] += dh[k];
+    const size_t bw = blocks_ws(tf, n);
+    for (int l = c->layers - 1; l >= 0; l--) {
+        memset(dprev, 0, Nd * sizeof *dprev);
+        nf_tblock_backward(&tf->blocks[l], P, v.bws + l * bw, v.bsc, dprev, dcur, v.hs + l * Nd, n, T);
+        nf_real *tmp = dcur;
+        dcur = dprev, dprev = tmp;
+    }
+    const nf_real *e = dcur;
+    nf_real *gpos = P->grad + tf->pos;
+    for (int b = 0; b < n; b++)
+        for (int t = 0; t < T; t++) {
+            const nf_real *et = e + ((size_t)b * T + t) * d;
+            nf_real *gp = gpos + (size_t)t * d;
+            for (int i = 0; i < d; i++) gp[i] += et[i];
+        }
+    if (c->ctx > 0) {
+        memset(v.dce, 0, (size_t)n * d * sizeof *v.dce);
+        for (int b = 0; b < n; b++)
+            for (int t = 0; t < T; t++) {
+                const nf_real *et = e + ((size_t)b * T + t) * d;
+                nf_real *db = v.dce + (size_t)b * d;
+                for (int i = 0; i < d; i++) db[i] += et[i];
+            }
+        nf_linear_backward_cat(&tf->ctx, P, NULL, dctx, NULL, v.dce, ctx, NULL, 0, 1, n);
+    }
+    nf_linear_backward_cat(&tf->in, P, NULL, v.du, NULL, e, v.u, NULL, 0, 0, N);
+    nf_real *gs = P->grad + tf->start;
+    for (int b = 0; b < n; b++) {
+        const nf_real *ub = v.du + (size_t)b * T * din;
+        for (int i = 0; i < din; i++) gs[i] += ub[i];
+        if (dx) {
+            nf_real *xb = dx + (size_t)b * T * din;
+            const size_t m = (size_t)(T - 1) * din;
+            for (size_t i = 0; i < m; i++) xb[i] += ub[din + i];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------ decoding */
+
+struct nf_transformer_decoder {
+    const nf_transformer *tf;
+    int n_max, n, next;         /* capacity, sequences now, next position to decode */
+    nf_real *kv;                /* (layers) caches of nf_attention_kv_size(n_max, T) */
+    nf_real *ws;                /* step scratch */
+    size_t kv_one;
+};
+
+/* Step scratch: u (n, din) | hA, hB (n, d) | f (n, d) | cf (n, 2) | ce (n, d) | block step scratch. */
+static size_t step_ws(const nf_transformer *tf, int n)
+{
+    const nf_transformer_config *c = &tf->cfg;
+    const size_t blk = c->layers > 0 ? nf_tblock_step_workspace(&tf->blocks[0], n, c->T) : 0;
+    return (size_t)n * (c->din + 4 * (size_t)c->d + 2) + blk;
+}
+
+int nf_transformer_decoder_create(nf_transformer_decoder **out, const nf_transformer *tf, int n_max)
+{
+    *out = NULL;
+    if (n_max < 1) return nf_error(NF_EINVAL, "transformer decoder: n_max=%d sequences; expected >= 1", n_max);
+    const nf_transformer_config *c = &tf->cfg;
+    nf_transformer_decoder *dec = nf_calloc(1, sizeof *dec, "transformer decoder");
+    if (!dec) return NF_ENOMEM;
+    dec->tf = tf;
+    dec->n_max = n_max;
+    dec->kv_one = c->layers > 0 ? nf_attention_kv_size(&tf->blocks[0].attn, n_max, c->T) : 0;
+    const size_t kv = dec->kv_one * c->layers;
+    dec->kv = nf_calloc(kv ? kv : 1, sizeof *dec->kv, "transformer decoder key/value caches");
+    dec->ws = nf_calloc(step_ws(tf, n_max), sizeof *dec->ws, "transformer decoder scratch");
+    if (!dec->kv || !dec->ws) {
+        nf_transformer_decoder_free(dec);
+        return NF_ENOMEM;
+    }
+    *out = dec;
+    return NF_OK;
+}
+
+void nf_transformer_decoder_free(nf_transformer_decoder *dec)
+{
+    if (!dec) return;
+    free(dec->kv);
+    free(dec->ws);
+    free(dec);
+}
+
+int nf_transformer_decode_begin(nf_transformer_decoder *dec, int n)
+{
+    if (n < 1 || n > dec->n_max)
+        return nf_error(NF_EINVAL, "transformer decoder: n=%d sequences; expected 1..%d (n_max at creation)", n,
+                        dec->n_max);
+    dec->n = n;
+    dec->next = 0;
+    return NF_OK;
+}
+
+/* The forward's formulas on token t of every sequence, each block's attention through its cache. */
+int nf_transformer_decode_step(nf_transformer_decoder *dec, const nf_params *P, nf_real *y, int t,
+                               const nf_real *xprev, const nf_real *ctx)
+{
+    const nf_transformer *tf = dec->tf;
+    const nf_transformer_config *c = &tf->cfg;
+    const int n = dec->n, d = c->d, din = c->din;
+    if (n < 1) return nf_error(NF_EINVAL, "transformer decoder: step before begin");
+    if (t < 0 || t > dec->next || t >= c->T)
+        return nf_error(NF_EINVAL, "transformer decoder: position t=%d; expected 0..%d (decoded so far, below T=%d)",
+                        t, dec->next < c->T - 1 ? dec->next : c->T - 1, c->T);
+    if (t > 0 && !xprev)
+        return nf_error(NF_EINVAL, "transformer decoder: no token x_%d given for position t=%d", t - 1, t);
+    if (c->ctx > 0 && !ctx)
+        return nf_error(NF_EINVAL, "transformer decoder: no context given; the network expects %d columns", c->ctx);
+    const size_t nd = (size_t)n * d;
+    nf_real *u = dec->ws, *hA = u + (size_t)n * din, *hB = hA + nd, *f = hB + nd, *cf = f + nd, *ce = cf + 2 * n;
+    nf_real *bws = ce + nd;
+    for (int b = 0; b < n; b++)
+        memcpy(u + (size_t)b * din, t == 0 ? P->value + tf->start : xprev + (size_t)b * din, (size_t)din * sizeof *u);
+    nf_linear_forward(&tf->in, P, NULL, hA, u, n);
+    if (c->ctx > 0) nf_linear_forward(&tf->ctx, P, NULL, ce, ctx, n);
+    const nf_real *pt = P->value + tf->pos + (size_t)t * d;
+    for (int b = 0; b < n; b++) {
+        nf_real *h = hA + (size_t)b * d;
+        for (int i = 0; i < d; i++) h[i] += pt[i];
+        if (c->ctx > 0)
+            for (int i = 0; i < d; i++) h[i] += ce[(size_t)b * d + i];
+    }
+    for (int l = 0; l < c->layers; l++) {
+        NF_TRY(nf_tblock_step(&tf->blocks[l], P, bws, dec->kv + l * dec->kv_one, c->T, hB, hA, t, n));
+        nf_real *tmp = hA;
+        hA = hB, hB = tmp;
+    }
+    nf_layernorm_forward(&tf->ln_f, P, f, cf, hA, n);
+    nf_linear_forward(&tf->out, P, NULL, y, f, n);
+    dec->next = t + 1;
+    return NF_OK;
+}

@@ -1,0 +1,366 @@
+/* tests/check_attention.c - causal multi-head self-attention (nn/attention.h).
+ *
+ * Forward against a naive double-precision implementation written here from the definitions (the
+ * causal mask, 1/sqrt(dh), the RMS QK norm with its gains), reading the parameters by name, in both
+ * builds (loosely in float), at T = 5 and at T = 150 (three row blocks of the blocked products).
+ * Backward against fourth-order central finite differences of L = sum(w * y) for every parameter
+ * entry and input entry, with and without QK norm, in the double build; gradients must accumulate
+ * (buffers are pre-filled and the fill subtracted).  Decoding step by step with the key/value cache
+ * equals the rows of the full forward, also after rewinding.  Results are bit-identical on one and
+ * two threads.  Bad sizes and positions are refused.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/blas.h"
+#include "core/params.h"
+#include "core/rng.h"
+#include "nn/attention.h"
+#include "tests/testutil.h"
+
+#ifdef NF_DOUBLE
+#define TOL_FWD 1e-12
+#define TOL_STEP 1e-12
+#else
+#define TOL_FWD 2e-5
+#define TOL_STEP 2e-5
+#endif
+#define TOL_GRAD 1e-7
+#define FD_STEP 1e-4
+
+typedef struct acase {
+    nf_params *P;
+    nf_attention A;
+    int n, T, d, H, qk;
+    nf_real *x, *y, *ws, *sc;
+} acase;
+
+static void acase_setup(acase *c, int n, int T, int d, int H, int qk, uint64_t seed)
+{
+    memset(c, 0, sizeof *c);
+    c->n = n, c->T = T, c->d = d, c->H = H, c->qk = qk;
+    c->P = nf_params_alloc();
+    nf_rng *r = nf_rng_alloc(seed, 0);
+    ck_assert(c->P && r);
+    ck_assert_int_eq(nf_attention_init(&c->A, c->P, "attn", d, H, qk, r), NF_OK);
+    /* unremarkable weights: the initial ones plus noise, gains away from 1 */
+    nf_real *noise = malloc(c->P->n * sizeof *noise);
+    nf_test_fill_uniform(noise, c->P->n, -0.35, 0.35, seed + 1);
+    for (size_t i = 0; i < c->P->n; i++) c->P->value[i] += noise[i];
+    free(noise);
+    nf_rng_free(r);
+    const size_t N = (size_t)n * T;
+    c->x = malloc(N * d * sizeof *c->x);
+    c->y = malloc(N * d * sizeof *c->y);
+    nf_test_fill_uniform(c->x, N * d, -1.7, 1.9, seed + 2);
+    c->ws = malloc(nf_attention_workspace(&c->A, n, T) * sizeof *c->ws);
+    c->sc = malloc(nf_attention_scratch(&c->A, n, T) * sizeof *c->sc);
+    ck_assert(c->x && c->y && c->ws && c->sc);
+}
+
+static void acase_teardown(acase *c)
+{
+    free(c->x), free(c->y), free(c->ws), free(c->sc);
+    nf_params_free(c->P);
+}
+
+static const nf_real *slice(const nf_params *P, const char *name, size_t size)
+{
+    const nf_param_slice *s = nf_params_find(P, name);
+    ck_assert_msg(s != NULL, "no parameter slice %s", name);
+    ck_assert_msg(s->size == size, "slice %s has %zu entries, expected %zu", name, s->size, size);
+    return P->value + s->offset;
+}
+
+/* The definition, in double, one sequence and head at a time. */
+static void ref_attention(const acase *c, double *y)
+{
+    const int n = c->n, T = c->T, d = c->d, H = c->H, dh = d / H;
+    const nf_real *Wqkv = slice(c->P, "attn.qkv.weight", (size_t)3 * d * d), *bqkv = slice(c->P, "attn.qkv.bias", 3 * (size_t)d);
+    const nf_real *Wo = slice(c->P, "attn.out.weight", (size_t)d * d), *bo = slice(c->P, "attn.out.bias", (size_t)d);
+    const nf_real *gq = c->qk ? slice(c->P, "attn.q_gain", (size_t)dh) : NULL;
+    const nf_real *gk = c->qk ? slice(c->P, "attn.k_gain", (size_t)dh) : NULL;
+    double *qkv = malloc((size_t)T * 3 * d * sizeof *qkv), *o = malloc((size_t)T * d * sizeof *o);
+    double *s = malloc((size_t)T * sizeof *s);
+    for (int b = 0; b < n; b++) {
+        const nf_real *xb = c->x + (size_t)b * T * d;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < 3 * d; j++) {
+                double a = bqkv[j];
+                for (int i = 0; i < d; i++) a += (double)Wqkv[(size_t)j * d + i] * xb[(size_t)t * d + i];
+                qkv[(size_t)t * 3 * d + j] = a;
+            }
+        if (c->qk)
+            for (int t = 0; t < T; t++)
+                for (int part = 0; part < 2; part++)
+                    for (int h = 0; h < H; h++) {
+                        double *u = qkv + (size_t)t * 3 * d + part * d + h * dh, ms = 0;
+                        for (int i = 0; i < dh; i++) ms += u[i] * u[i] / dh;
+                        for (int i = 0; i < dh; i++) u[i] *= (part ? gk[i] : gq[i]) / sqrt(ms + 1e-6);
+                    }
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                double m = -INFINITY, z = 0;
+                for (int u = 0; u <= t; u++) {
+                    double a = 0;
+                    for (int i = 0; i < dh; i++)
+                        a += qkv[(size_t)t * 3 * d + h * dh + i] * qkv[(size_t)u * 3 * d + d + h * dh + i];
+                    s[u] = a / sqrt((double)dh);
+                    m = fmax(m, s[u]);
+                }
+                for (int u = 0; u <= t; u++) z += (s[u] = exp(s[u] - m));
+                for (int i = 0; i < dh; i++) {
+                    double a = 0;
+                    for (int u = 0; u <= t; u++) a += s[u] / z * qkv[(size_t)u * 3 * d + 2 * d + h * dh + i];
+                    o[(size_t)t * d + h * dh + i] = a;
+                }
+            }
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < d; j++) {
+                double a = bo[j];
+                for (int i = 0; i < d; i++) a += (double)Wo[(size_t)j * d + i] * o[(size_t)t * d + i];
+                y[((size_t)b * T + t) * d + j] = a;
+            }
+    }
+    free(qkv), free(o), free(s);
+}
+
+static void check_reference(int n, int T, int d, int H, int qk)
+{
+    acase c;
+    acase_setup(&c, n, T, d, H, qk, 4100 + (uint64_t)T + qk);
+    const size_t ny = (size_t)n * T * d;
+    double *ref = malloc(ny * sizeof *ref);
+    nf_attention_forward(&c.A, c.P, c.ws, c.sc, c.y, c.x, n, T);
+    ref_attention(&c, ref);
+    double worst = 0;
+    for (size_t i = 0; i < ny; i++) worst = fmax(worst, nf_test_relerr(c.y[i], ref[i], 1));
+    ck_assert_msg(worst < TOL_FWD, "attention n=%d T=%d d=%d H=%d qk=%d: forward differs from the definition by %g",
+                  n, T, d, H, qk, worst);
+    free(ref);
+    acase_teardown(&c);
+}
+
+START_TEST(test_forward_reference)
+{
+    check_reference(2, 5, 8, 2, NF_QK_NONE);
+    check_reference(2, 5, 8, 2, NF_QK_RMS);
+    check_reference(3, 1, 6, 3, NF_QK_RMS);
+    check_reference(2, 150, 8, 2, NF_QK_NONE);
+    check_reference(1, 130, 12, 3, NF_QK_RMS);
+}
+END_TEST
+
+#ifdef NF_DOUBLE /* finite differences need the double build */
+/* L = sum(w * y) */
+static double loss(acase *c, const nf_real *w)
+{
+    nf_attention_forward(&c->A, c->P, c->ws, c->sc, c->y, c->x, c->n, c->T);
+    double s = 0;
+    for (size_t i = 0; i < (size_t)c->n * c->T * c->d; i++) s += (double)w[i] * c->y[i];
+    return s;
+}
+
+/* Fourth-order central difference of L in the entry v. */
+static double fd(acase *c, const nf_real *w, nf_real *v)
+{
+    const nf_real v0 = *v;
+    const double h = FD_STEP;
+    double f[4];
+    const double off[4] = {-2, -1, 1, 2};
+    for (int k = 0; k < 4; k++) {
+        *v = (nf_real)(v0 + off[k] * h);
+        f[k] = loss(c, w);
+    }
+    *v = v0;
+    return (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h);
+}
+
+static void check_gradients(int n, int T, int d, int H, int qk)
+{
+    acase c;
+    acase_setup(&c, n, T, d, H, qk, 5200 + (uint64_t)T + qk);
+    const size_t nx = (size_t)n * T * d;
+    nf_real *w = malloc(nx * sizeof *w), *dx = malloc(nx * sizeof *dx);
+    nf_test_fill_uniform(w, nx, -1.3, 1.1, 77);
+    for (size_t i = 0; i < nx; i++) dx[i] = (nf_real)0.37;
+    for (size_t i = 0; i < c.P->n; i++) c.P->grad[i] = (nf_real)-0.21;
+    nf_attention_forward(&c.A, c.P, c.ws, c.sc, c.y, c.x, n, T);
+    nf_attention_backward(&c.A, c.P, c.ws, c.sc, dx, w, c.x, n, T);
+    for (size_t i = 0; i < c.P->n; i++) {
+        const double g = c.P->grad[i] + 0.21, num = fd(&c, w, &c.P->value[i]);
+        ck_assert_msg(nf_test_relerr(g, num, 1e-3) < TOL_GRAD, "qk=%d T=%d: parameter %zu: backward %.12g, FD %.12g",
+                      qk, T, i, g, num);
+    }
+    for (size_t i = 0; i < nx; i++) {
+        const double g = dx[i] - 0.37, num = fd(&c, w, &c.x[i]);
+        ck_assert_msg(nf_test_relerr(g, num, 1e-3) < TOL_GRAD, "qk=%d T=%d: input %zu: backward %.12g, FD %.12g", qk,
+                      T, i, g, num);
+    }
+    /* dx = NULL gives the same parameter gradients */
+    nf_real *g1 = malloc(c.P->n * sizeof *g1);
+    memcpy(g1, c.P->grad, c.P->n * sizeof *g1);
+    nf_params_zero_grad(c.P);
+    nf_attention_forward(&c.A, c.P, c.ws, c.sc, c.y, c.x, n, T);
+    nf_attention_backward(&c.A, c.P, c.ws, c.sc, NULL, w, c.x, n, T);
+    for (size_t i = 0; i < c.P->n; i++)
+        ck_assert_msg(fabs(c.P->grad[i] - (g1[i] + 0.21)) < 1e-12, "parameter %zu differs without dx", i);
+    free(w), free(dx), free(g1);
+    acase_teardown(&c);
+}
+#endif
+
+START_TEST(test_gradients)
+{
+#ifdef NF_DOUBLE
+    check_gradients(2, 5, 8, 2, NF_QK_NONE);
+    check_gradients(2, 5, 8, 2, NF_QK_RMS);
+    check_gradients(1, 70, 4, 2, NF_QK_RMS); /* two row blocks */
+#endif
+}
+END_TEST
+
+static void check_decode(int n, int T, int d, int H, int qk)
+{
+    acase c;
+    acase_setup(&c, n, T, d, H, qk, 6300 + (uint64_t)T + qk);
+    const int Tmax = T + 3;
+    nf_real *kv = malloc(nf_attention_kv_size(&c.A, n, Tmax) * sizeof *kv);
+    nf_real *ws = malloc(nf_attention_step_workspace(&c.A, n, Tmax) * sizeof *ws);
+    nf_real *xt = malloc((size_t)n * d * sizeof *xt), *yt = malloc((size_t)n * d * sizeof *yt);
+    nf_attention_forward(&c.A, c.P, c.ws, c.sc, c.y, c.x, n, T);
+    const int rewind = T / 2;
+    for (int pass = 0; pass < 2; pass++) /* pass 1 rewinds to T / 2 after a first full decode */
+        for (int t = pass ? rewind : 0; t < T; t++) {
+            for (int b = 0; b < n; b++) memcpy(xt + (size_t)b * d, c.x + ((size_t)b * T + t) * d, (size_t)d * sizeof *xt);
+            ck_assert_int_eq(nf_attention_step(&c.A, c.P, ws, kv, Tmax, yt, xt, t, n), NF_OK);
+            for (int b = 0; b < n; b++)
+                for (int j = 0; j < d; j++) {
+                    const double full = c.y[((size_t)b * T + t) * d + j], step = yt[(size_t)b * d + j];
+                    ck_assert_msg(nf_test_relerr(full, step, 1) < TOL_STEP,
+                                  "qk=%d: step t=%d sequence %d column %d: %.10g, full forward %.10g", qk, t, b, j,
+                                  step, full);
+                }
+        }
+    free(kv), free(ws), free(xt), free(yt);
+    acase_teardown(&c);
+}
+
+START_TEST(test_decode)
+{
+    check_decode(2, 5, 8, 2, NF_QK_NONE);
+    check_decode(2, 5, 8, 2, NF_QK_RMS);
+    check_decode(3, 70, 12, 4, NF_QK_RMS);
+}
+END_TEST
+
+/* Changing token t changes no output before t, and changes output t. */
+START_TEST(test_causal)
+{
+    acase c;
+    acase_setup(&c, 2, 9, 8, 2, NF_QK_RMS, 7400);
+    const size_t ny = (size_t)c.n * c.T * c.d;
+    nf_real *y0 = malloc(ny * sizeof *y0);
+    nf_attention_forward(&c.A, c.P, c.ws, c.sc, y0, c.x, c.n, c.T);
+    for (int t = 0; t < c.T; t++) {
+        nf_real *v = &c.x[((size_t)1 * c.T + t) * c.d + 3], v0 = *v;
+        *v += (nf_real)0.731;
+        nf_attention_forward(&c.A, c.P, c.ws, c.sc, c.y, c.x, c.n, c.T);
+        *v = v0;
+        for (int b = 0; b < c.n; b++)
+            for (int u = 0; u < c.T; u++) {
+                double diff = 0;
+                for (int j = 0; j < c.d; j++)
+                    diff = fmax(diff, fabs(c.y[((size_t)b * c.T + u) * c.d + j] - y0[((size_t)b * c.T + u) * c.d + j]));
+                if (b == 0 || u < t)
+                    ck_assert_msg(diff == 0, "changing token %d of sequence 1 moved token %d of sequence %d by %g", t, u, b, diff);
+                else if (u == t)
+                    ck_assert_msg(diff > 1e-4, "changing token %d did not move its own output", t);
+            }
+    }
+    free(y0);
+    acase_teardown(&c);
+}
+END_TEST
+
+/* One thread and two threads (pairs split over the pool) give the same bits (with nf's own kernel). */
+START_TEST(test_threads)
+{
+    acase c;
+    acase_setup(&c, 4, 128, 64, 4, NF_QK_RMS, 8500);
+    const size_t ny = (size_t)c.n * c.T * c.d;
+    nf_real *y1 = malloc(ny * sizeof *y1), *dx1 = calloc(ny, sizeof *dx1), *dx2 = calloc(ny, sizeof *dx2);
+    nf_real *w = malloc(ny * sizeof *w), *g1 = malloc(c.P->n * sizeof *g1);
+    nf_test_fill_uniform(w, ny, -1, 1, 31);
+    nf_blas_set_threads(1);
+    nf_params_zero_grad(c.P);
+    nf_attention_forward(&c.A, c.P, c.ws, c.sc, y1, c.x, c.n, c.T);
+    nf_attention_backward(&c.A, c.P, c.ws, c.sc, dx1, w, c.x, c.n, c.T);
+    memcpy(g1, c.P->grad, c.P->n * sizeof *g1);
+    nf_blas_set_threads(2);
+    nf_params_zero_grad(c.P);
+    nf_attention_forward(&c.A, c.P, c.ws, c.sc, c.y, c.x, c.n, c.T);
+    nf_attention_backward(&c.A, c.P, c.ws, c.sc, dx2, w, c.x, c.n, c.T);
+    nf_blas_set_threads(0);
+    /* OpenBLAS's threaded products (no AVX-512 here) may round the projections' sums differently */
+    const int exact = nf_blas_get_backend() == NF_BLAS_NATIVE;
+    const double tol = exact ? 0 : (sizeof(nf_real) == sizeof(double) ? 1e-11 : 1e-4);
+    for (size_t i = 0; i < ny; i++) {
+        ck_assert_msg(nf_test_relerr(y1[i], c.y[i], 1) <= tol, "y[%zu] differs on 2 threads", i);
+        ck_assert_msg(nf_test_relerr(dx1[i], dx2[i], 1) <= tol, "dx[%zu] differs on 2 threads", i);
+    }
+    for (size_t i = 0; i < c.P->n; i++)
+        ck_assert_msg(nf_test_relerr(g1[i], c.P->grad[i], 1) <= tol, "grad[%zu] differs on 2 threads", i);
+    free(y1), free(dx1), free(dx2), free(w), free(g1);
+    acase_teardown(&c);
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    nf_params *P = nf_params_alloc();
+    nf_rng *r = nf_rng_alloc(3, 0);
+    nf_attention A;
+    ck_assert_int_eq(nf_attention_init(&A, P, "bad", 10, 3, NF_QK_NONE, r), NF_EINVAL);
+    ck_assert_msg(strstr(nf_strerror_last(), "bad") && strstr(nf_strerror_last(), "heads=3"), "message: %s",
+                  nf_strerror_last());
+    ck_assert_int_eq(nf_attention_init(&A, P, "bad", 8, 2, 7, r), NF_EINVAL);
+    ck_assert_int_eq(nf_attention_init(&A, P, "ok", 8, 2, NF_QK_RMS, r), NF_OK);
+    nf_real kv[2 * 8 * 3], x[8] = {0.3, -0.2, 0.5, 0.1, 0.9, -0.4, 0.25, 0.6}, y[8];
+    ck_assert_uint_eq(nf_attention_kv_size(&A, 1, 3), sizeof kv / sizeof kv[0]);
+    nf_real *ws = malloc(nf_attention_step_workspace(&A, 1, 3) * sizeof *ws);
+    ck_assert_int_eq(nf_attention_step(&A, P, ws, kv, 3, y, x, 3, 1), NF_EINVAL);
+    ck_assert_int_eq(nf_attention_step(&A, P, ws, kv, 3, y, x, -1, 1), NF_EINVAL);
+    ck_assert_int_eq(nf_attention_step(&A, P, ws, kv, 3, y, x, 0, 1), NF_OK);
+    free(ws);
+    nf_rng_free(r);
+    nf_params_free(P);
+}
+END_TEST
+
+static Suite *attention_suite(void)
+{
+    Suite *s = suite_create("attention");
+    TCase *t = tcase_create("core");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_forward_reference);
+    tcase_add_test(t, test_gradients);
+    tcase_add_test(t, test_decode);
+    tcase_add_test(t, test_causal);
+    tcase_add_test(t, test_threads);
+    tcase_add_test(t, test_errors);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(attention_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,294 @@
+/* tests/check_bij_tarflow.c - the transformer autoregressive flow block (flows/tarflow.c).
+ *
+ * The table runs the shared checks (tests/testutil.c: round trip, brute-force Jacobian
+ * log-determinant, finite-difference gradients of parameters, inputs and context) on small images
+ * with patches of 1 and 2 pixels, both token orders, with and without QK normalisation and context,
+ * and with D larger than h*w*c.  The specific tests: Jacobi sampling equals token-by-token sampling
+ * with the key/value cache (and needs no more sweeps than tokens), the map is autoregressive over
+ * tokens in its order (changing token t moves no output token before t), a new block is the
+ * identity, bad options are refused, and a gradient handed to the transformer's hidden state
+ * (flows/tarflow.h) is what finite differences of a loss on it give.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "flows/bijector.h"
+#include "flows/tarflow.h"
+#include "tests/testutil.h"
+
+static const nf_bij_case cases[] = {
+    /* 2 x 2 x 2 image, one-pixel tokens (T = 4, din = 2) */
+    {"tarflow", "h=2,w=2,c=2,width=8,heads=2,layers=1", 8, 0, 0, 1, 0, 0},
+    {"tarflow", "h=2,w=2,c=2,width=8,heads=2,layers=1,reverse=1,qk=0", 8, 3, 0, 1, 0, 0},
+    /* 4 x 2 x 1 in 2 x 2 patches (T = 2, din = 4), a pass-through tail */
+    {"tarflow", "h=4,w=2,c=1,patch=2,width=8,heads=2,layers=2", 11, 2, 0, 1, 0, 0},
+    /* 2 x 4 x 1, reversed, two layers, context */
+    {"tarflow", "h=2,w=4,c=1,width=6,heads=3,layers=2,reverse=1,mlp=2", 8, 2, 1.7, 1, 0, 0},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+START_TEST(test_table)
+{
+    nf_check_bijector_all(&cases[_i]);
+}
+END_TEST
+
+typedef struct made_bij {
+    nf_bijector b;
+    nf_params *P, *S;
+    nf_real *ws;
+} made_bij;
+
+static int make(made_bij *m, int D, int C, const char *opts, uint64_t seed, int n, double noise)
+{
+    memset(m, 0, sizeof *m);
+    m->P = nf_params_alloc();
+    m->S = nf_params_alloc();
+    nf_rng *rng = nf_rng_alloc(seed, 0);
+    int rc = nf_bijector_create(&m->b, nf_bijector_type_find("tarflow"), D, C, "t0", opts, m->P, m->S, rng);
+    if (rc == NF_OK) {
+        for (size_t i = 0; i < m->P->n; i++) m->P->value[i] += (nf_real)(noise * nf_rng_normal(rng));
+        size_t w = m->b.type->workspace(&m->b, n);
+        m->ws = calloc(w ? w : 1, sizeof(nf_real));
+    }
+    nf_rng_free(rng);
+    return rc;
+}
+
+static void unmake(made_bij *m)
+{
+    nf_bijector_destroy(&m->b);
+    nf_params_free(m->P);
+    nf_params_free(m->S);
+    free(m->ws);
+}
+
+/* Jacobi and the cached token-by-token solve give the same x and log-determinant; both invert the
+ * forward; Jacobi stops within T sweeps (T + the final pass is not counted). */
+START_TEST(test_jacobi_equals_sequential)
+{
+    enum { N = 7, D = 64 + 3, C = 3 };
+    const int T = 16; /* 8 x 8 x 1 in 2 x 2 patches */
+    made_bij m;
+    ck_assert_msg(make(&m, D, C, "h=8,w=8,c=1,patch=2,width=16,heads=2,layers=2", 5, N, 0.15) == NF_OK, "%s",
+                  nf_strerror_last());
+    nf_real z[N * D], xs[N * D], xj[N * D], back[N * D], ctx[N * C], lds[N], ldj[N], ldf[N];
+    nf_test_fill_normal(z, N * D, 1.0, 7);
+    nf_test_fill_normal(ctx, N * C, 1.0, 8);
+    memset(lds, 0, sizeof lds), memset(ldj, 0, sizeof ldj), memset(ldf, 0, sizeof ldf);
+    m.b.invert_method = NF_INVERT_SEQUENTIAL;
+    ck_assert_int_eq(m.b.type->inverse(&m.b, xs, lds, z, ctx, N, m.ws), NF_OK);
+    ck_assert_int_eq(m.b.last_sweeps, T);
+    m.b.invert_method = NF_INVERT_JACOBI;
+    m.b.jacobi_tol = sizeof(nf_real) == 4 ? 1e-6 : 1e-12;
+    ck_assert_int_eq(m.b.type->inverse(&m.b, xj, ldj, z, ctx, N, m.ws), NF_OK);
+    ck_assert_msg(m.b.last_sweeps >= 1 && m.b.last_sweeps <= T + 1, "%d Jacobi sweeps for %d tokens", m.b.last_sweeps, T);
+    double dx = 0, dl = 0;
+    for (int k = 0; k < N * D; k++) dx = fmax(dx, fabs(xs[k] - xj[k]));
+    for (int i = 0; i < N; i++) dl = fmax(dl, fabs(lds[i] - ldj[i]));
+    const double tol = sizeof(nf_real) == 4 ? 2e-4 : 1e-9;
+    ck_assert_msg(dx < tol && dl < tol * 10, "Jacobi vs sequential: max |dx| %.3g, |dlogdet| %.3g", dx, dl);
+    ck_assert_int_eq(m.b.type->forward(&m.b, back, ldf, xs, ctx, N, m.ws), NF_OK);
+    for (int k = 0; k < N * D; k++)
+        ck_assert_msg(fabs(back[k] - z[k]) < tol * (1 + fabs(z[k])), "forward(inverse(z))[%d] = %.9g, z %.9g", k,
+                      (double)back[k], (double)z[k]);
+    for (int i = 0; i < N; i++) ck_assert_msg(fabs(ldf[i] + lds[i]) < tol * 10, "log-dets %g and %g", ldf[i], lds[i]);
+    for (int k = 64; k < D; k++) ck_assert(xs[k] == z[k] && xj[k] == z[k]);
+    unmake(&m);
+}
+END_TEST
+
+/* Classifier-free guidance: w = 0 is the plain inverse; w != 0 changes the samples, and Jacobi and
+ * sequential sampling still agree under it (both guide every conditioner output the same way). */
+START_TEST(test_guidance)
+{
+    enum { N = 4, D = 16, C = 3 };
+    made_bij m;
+    ck_assert_int_eq(make(&m, D, C, "h=4,w=4,c=1,patch=2,width=8,heads=2,layers=2", 13, N, 0.3), NF_OK);
+    nf_real z[N * D], ctx[N * C] = {0}, x0[N * D], xs[N * D], xj[N * D], ld[N] = {0};
+    nf_test_fill_normal(z, N * D, 1.0, 17);
+    for (int i = 0; i < N; i++) ctx[i * C + i % C] = 1;
+    m.b.invert_method = NF_INVERT_SEQUENTIAL;
+    ck_assert_int_eq(m.b.type->inverse(&m.b, x0, ld, z, ctx, N, m.ws), NF_OK);
+    m.b.guidance = 0;
+    ck_assert_int_eq(m.b.type->inverse(&m.b, xs, ld, z, ctx, N, m.ws), NF_OK);
+    for (int k = 0; k < N * D; k++) ck_assert(xs[k] == x0[k]);
+    m.b.guidance = 1.75;
+    ck_assert_int_eq(m.b.type->inverse(&m.b, xs, ld, z, ctx, N, m.ws), NF_OK);
+    double moved = 0;
+    for (int k = 0; k < N * D; k++) moved = fmax(moved, fabs(xs[k] - x0[k]));
+    ck_assert_msg(moved > 1e-3, "guidance 1.75 moved the samples by only %g", moved);
+    m.b.invert_method = NF_INVERT_JACOBI;
+    m.b.jacobi_tol = sizeof(nf_real) == 4 ? 1e-6 : 1e-12;
+    ck_assert_int_eq(m.b.type->inverse(&m.b, xj, ld, z, ctx, N, m.ws), NF_OK);
+    double d = 0;
+    for (int k = 0; k < N * D; k++) d = fmax(d, fabs(xs[k] - xj[k]));
+    ck_assert_msg(d < (sizeof(nf_real) == 4 ? 2e-4 : 1e-9), "guided Jacobi vs sequential: %g", d);
+    unmake(&m);
+}
+END_TEST
+
+/* Token t of the output (in the block's order) depends on input tokens 0..t only, and on token t
+ * itself elementwise: perturbing one input entry of token t moves no output token before t. */
+START_TEST(test_autoregressive_over_tokens)
+{
+    for (int rev = 0; rev < 2; rev++) {
+        enum { N = 1, D = 16 };
+        made_bij m;
+        char opts[128];
+        snprintf(opts, sizeof opts, "h=4,w=4,c=1,patch=2,width=8,heads=2,layers=2,reverse=%d", rev);
+        ck_assert_int_eq(make(&m, D, 0, opts, 9, N, 0.2), NF_OK);
+        nf_real x[D], y0[D], y1[D], ld[1] = {0};
+        nf_test_fill_normal(x, D, 1.3, 2);
+        ck_assert_int_eq(m.b.type->forward(&m.b, y0, ld, x, NULL, N, m.ws), NF_OK);
+        /* token index of pixel (i, j) in raster order of 2x2 patches, then the block's order */
+        for (int p = 0; p < D; p++) {
+            nf_real xp[D];
+            memcpy(xp, x, sizeof xp);
+            xp[p] += (nf_real)0.7;
+            ck_assert_int_eq(m.b.type->forward(&m.b, y1, ld, xp, NULL, N, m.ws), NF_OK);
+            int tp = (p / 4 / 2) * 2 + (p % 4) / 2;
+            if (rev) tp = 3 - tp;
+            for (int q = 0; q < D; q++) {
+                int tq = (q / 4 / 2) * 2 + (q % 4) / 2;
+                if (rev) tq = 3 - tq;
+                if (tq < tp || (tq == tp && q != p))
+                    ck_assert_msg(y1[q] == y0[q], "reverse=%d: input %d (token %d) moved output %d (token %d)", rev, p,
+                                  tp, q, tq);
+            }
+            ck_assert_msg(y1[p] != y0[p], "input %d does not move its own output", p);
+        }
+        unmake(&m);
+    }
+}
+END_TEST
+
+#ifdef NF_DOUBLE
+/* L = sum(a y) + sum(c logdet) + sum(v h), h the block's hidden state after the forward. */
+static double hook_loss(made_bij *m, const nf_real *x, const nf_real *ctx, const nf_real *a, const nf_real *v, int n, int D,
+                        size_t nh)
+{
+    nf_real y[64], ld[4] = {0};
+    ck_assert_int_eq(m->b.type->forward(&m->b, y, ld, x, ctx, n, m->ws), NF_OK);
+    const nf_real *h = nf_tarflow_hidden(&m->b, n);
+    ck_assert(h != NULL);
+    double s = 0;
+    for (int k = 0; k < n * D; k++) s += (double)a[k] * y[k];
+    for (int i = 0; i < n; i++) s += (0.7 + 0.3 * i) * ld[i];
+    for (size_t k = 0; k < nh; k++) s += (double)v[k] * h[k];
+    return s;
+}
+
+/* Fourth-order central difference of hook_loss in the entry *p. */
+static double hook_fd(made_bij *m, nf_real *p, const nf_real *x, const nf_real *ctx, const nf_real *a, const nf_real *v,
+                      int n, int D, size_t nh)
+{
+    const nf_real p0 = *p, h = 1e-4;
+    const double off[4] = {-2, -1, 1, 2};
+    double f[4];
+    for (int k = 0; k < 4; k++) {
+        *p = p0 + off[k] * h;
+        f[k] = hook_loss(m, x, ctx, a, v, n, D, nh);
+    }
+    *p = p0;
+    return (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h);
+}
+#endif
+
+/* The hidden-state hooks: shape, the state only after a forward of the same rows, and backward with
+ * a hidden-state gradient against central differences over parameters and inputs (both orders). */
+START_TEST(test_hidden_state_hooks)
+{
+    for (int rev = 0; rev < 2; rev++) {
+        enum { N = 2, D = 16, C = 2 };
+        made_bij m;
+        char opts[128];
+        snprintf(opts, sizeof opts, "h=4,w=4,c=1,patch=2,width=6,heads=2,layers=1,reverse=%d", rev);
+        ck_assert_int_eq(make(&m, D, C, opts, 19 + rev, N, 0.3), NF_OK);
+        int T, d, r;
+        ck_assert_int_eq(nf_tarflow_shape(&m.b, &T, &d, &r), NF_OK);
+        ck_assert(T == 4 && d == 6 && r == rev);
+        ck_assert(nf_tarflow_hidden(&m.b, N) == NULL); /* no forward yet */
+        const size_t nh = (size_t)N * T * d;
+        nf_real x[N * D], ctx[N * C], a[N * D], v[N * 4 * 6], y[N * D], ld[N] = {0}, dx[N * D] = {0}, dld[N] = {0.7, 1.0};
+        nf_test_fill_normal(x, N * D, 0.6, 3);
+        nf_test_fill_normal(ctx, N * C, 1, 4);
+        nf_test_fill_uniform(a, N * D, -1.2, 0.9, 5);
+        nf_test_fill_uniform(v, nh, -0.7, 1.3, 6);
+        ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, ctx, N, m.ws), NF_OK);
+        ck_assert(nf_tarflow_hidden(&m.b, N) != NULL && nf_tarflow_hidden(&m.b, N - 1) == NULL);
+        nf_params_zero_grad(m.P);
+        nf_tarflow_set_hidden_grad(&m.b, v);
+        ck_assert_int_eq(m.b.type->backward(&m.b, dx, NULL, a, dld, x, y, ctx, N, m.ws), NF_OK);
+        nf_tarflow_set_hidden_grad(&m.b, NULL);
+#ifdef NF_DOUBLE
+        for (size_t i = 0; i < m.P->n; i++) {
+            double num = hook_fd(&m, &m.P->value[i], x, ctx, a, v, N, D, nh);
+            ck_assert_msg(nf_test_relerr(m.P->grad[i], num, 1e-3) < 1e-7, "reverse=%d: parameter %zu: backward %.10g, FD %.10g",
+                          rev, i, m.P->grad[i], num);
+        }
+        for (int k = 0; k < N * D; k++) {
+            double num = hook_fd(&m, &x[k], x, ctx, a, v, N, D, nh);
+            ck_assert_msg(nf_test_relerr(dx[k], num, 1e-3) < 1e-7, "reverse=%d: input %d: backward %.10g, FD %.10g", rev, k,
+                          dx[k], num);
+        }
+#endif
+        /* an inverse overwrites the forward's caches: no hidden state then */
+        ck_assert_int_eq(m.b.type->inverse(&m.b, x, ld, y, ctx, N, m.ws), NF_OK);
+        ck_assert(nf_tarflow_hidden(&m.b, N) == NULL);
+        unmake(&m);
+    }
+}
+END_TEST
+
+START_TEST(test_new_block_is_identity)
+{
+    enum { N = 3, D = 18 };
+    made_bij m;
+    ck_assert_int_eq(make(&m, D, 2, "h=4,w=4,c=1,patch=2,width=8,heads=2", 3, N, 0), NF_OK);
+    nf_real x[N * D], y[N * D], ctx[N * 2], ld[N] = {0.5, -1, 2};
+    nf_test_fill_normal(x, N * D, 2.385, 1);
+    nf_test_fill_normal(ctx, N * 2, 1, 2);
+    ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, ctx, N, m.ws), NF_OK);
+    for (int k = 0; k < N * D; k++) ck_assert(y[k] == x[k]);
+    ck_assert(ld[0] == (nf_real)0.5 && ld[1] == -1 && ld[2] == 2);
+    unmake(&m);
+}
+END_TEST
+
+START_TEST(test_bad_options)
+{
+    made_bij m;
+    ck_assert_int_eq(make(&m, 16, 0, "h=4,w=4,c=1,patch=3", 1, 1, 0), NF_EINVAL);
+    ck_assert_msg(strstr(nf_strerror_last(), "patch=3"), "%s", nf_strerror_last());
+    unmake(&m);
+    ck_assert_int_eq(make(&m, 16, 0, "h=4,w=4,c=1,width=10,heads=4", 1, 1, 0), NF_EINVAL);
+    ck_assert_msg(strstr(nf_strerror_last(), "heads=4"), "%s", nf_strerror_last());
+    unmake(&m);
+    ck_assert_int_eq(make(&m, 12, 0, "h=4,w=4,c=1", 1, 1, 0), NF_EINVAL);
+    unmake(&m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("bij_tarflow");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_table, 0, NCASES);
+    tcase_add_test(tc, test_jacobi_equals_sequential);
+    tcase_add_test(tc, test_autoregressive_over_tokens);
+    tcase_add_test(tc, test_guidance);
+    tcase_add_test(tc, test_hidden_state_hooks);
+    tcase_add_test(tc, test_new_block_is_identity);
+    tcase_add_test(tc, test_bad_options);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

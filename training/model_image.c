@@ -1,0 +1,560 @@
+/* training/model_image.c - the "image" model kind (see training/model_image.h for the formulas; the
+ * configuration and the generated specs are in training/image_config.c, the alignment's encoder and
+ * loss in training/image_align.c). */
+#include "training/model_image.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "training/image_align.h"
+
+#define LN2 0.69314718055994530942
+
+/* ---- state and buffers ---------------------------------------------------------------------- */
+
+typedef struct {
+    nf_image_config cfg;
+    int D;
+    int cap;             /* images the buffers hold */
+    nf_real *y;          /* (cap, D) dequantised images */
+    nf_real *ctx;        /* (cap, classes) */
+    nf_real *logp;       /* (cap) */
+    nf_real *dlogp;      /* (cap) */
+    nf_real *dy;         /* (cap, D) */
+    nf_real *y0;         /* (cap, D) clean images (alignment) */
+    int *cls;            /* (cap) classes (alignment) */
+    nf_image_align al;   /* encoder and projections (cfg.align) */
+    size_t enc_count;    /* stage "encoder" trains P[0, enc_count) */
+    size_t s_draws;      /* offset in S of the count of training losses: the key of their noise */
+} image_state;
+
+static int reserve(image_state *st, int n)
+{
+    if (n <= st->cap) return NF_OK;
+    size_t nd = (size_t)n * st->D, K = st->cfg.classes > 0 ? (size_t)st->cfg.classes : 1;
+    free(st->y), free(st->ctx), free(st->logp), free(st->dlogp), free(st->dy), free(st->y0), free(st->cls);
+    st->y0 = NULL, st->cls = NULL;
+    if (st->cfg.align && (!(st->y0 = malloc(nd * sizeof *st->y0)) || !(st->cls = malloc((size_t)n * sizeof *st->cls)))) {
+        st->cap = 0;
+        return nf_error(NF_ENOMEM, "out of memory for a batch of %d images of %d values", n, st->D);
+    }
+    st->y = malloc(nd * sizeof *st->y);
+    st->dy = malloc(nd * sizeof *st->dy);
+    st->ctx = malloc((size_t)n * K * sizeof *st->ctx);
+    st->logp = malloc((size_t)n * sizeof *st->logp);
+    st->dlogp = malloc((size_t)n * sizeof *st->dlogp);
+    if (!st->y || !st->dy || !st->ctx || !st->logp || !st->dlogp) {
+        st->cap = 0;
+        return nf_error(NF_ENOMEM, "out of memory for a batch of %d images of %d values", n, st->D);
+    }
+    st->cap = n;
+    return NF_OK;
+}
+
+/* A uniform in (0, 1) that depends only on (key, k): evaluation's dequantisation noise, the same
+ * for an image wherever and whenever it is evaluated. */
+static double hash_uniform(uint64_t key, uint64_t k)
+{
+    return ((double)(nf_mix64(key ^ nf_mix64(k + 0x9e3779b97f4a7c15ULL)) >> 11) + 0.5) * 0x1.0p-53;
+}
+
+/* The noise key of image idx at training draw `draw` (draw 0: evaluation's fixed noise).  Training
+ * noise is a function of (seed, the number of training losses so far, the image's index in the data
+ * set), not of a random stream: the same in any number of processes (each computes its images of a
+ * batch) and after a resume (the count is model state), as dequantisation should be. */
+static uint64_t noise_key(const image_state *st, uint64_t draw, size_t idx)
+{
+    return nf_mix64(st->cfg.seed * 0x632be59bd9b4e019ULL ^ nf_mix64(draw * 0xd1b54a32d192ed03ULL + 0x5851f42d4c957f2dULL) ^
+                    nf_mix64((uint64_t)idx + 0x9e3779b97f4a7c15ULL));
+}
+
+/* y = (x + u) / L - 1/2 for n images, u hashed from the key of each image (draw as above), or
+ * drawn from rng when rng is given (the library calls outside training). */
+static int dequantize(const image_state *st, nf_real *y, const nf_real *x, const size_t *idx, int n, nf_rng *rng,
+                      uint64_t draw)
+{
+    const int D = st->D;
+    const double L = st->cfg.levels;
+    for (int i = 0; i < n; i++) {
+        const nf_real *xi = x + (size_t)i * D;
+        nf_real *yi = y + (size_t)i * D;
+        uint64_t key = draw ? noise_key(st, draw, idx ? idx[i] : (size_t)i)
+                            : nf_mix64(st->cfg.seed * 0x632be59bd9b4e019ULL ^ (idx ? (uint64_t)idx[i] : (uint64_t)i));
+        for (int k = 0; k < D; k++) {
+            double v = xi[k];
+            if (!(v >= 0 && v <= L - 1))
+                return nf_error(NF_EDATA, "image %zu, value %d is %g; expected a grey level in 0..%d",
+                                idx ? idx[i] : (size_t)i, k, v, st->cfg.levels - 1);
+            double u = rng ? nf_rng_uniform(rng) : hash_uniform(key, (uint64_t)k);
+            yi[k] = (nf_real)((v + u) / L - 0.5);
+        }
+    }
+    return NF_OK;
+}
+
+/* y_ik += sigma eps_ik, eps standard normal by Box-Muller from the image's key (D + k streams, apart
+ * from dequantisation's 0..D-1). */
+static void add_noise(const image_state *st, nf_real *y, const size_t *idx, int n, uint64_t draw)
+{
+    const int D = st->D;
+    for (int i = 0; i < n; i++) {
+        uint64_t key = noise_key(st, draw, idx ? idx[i] : (size_t)i);
+        for (int k = 0; k < D; k++) {
+            double u1 = hash_uniform(key, (uint64_t)D + 2 * (uint64_t)k), u2 = hash_uniform(key, (uint64_t)D + 2 * (uint64_t)k + 1);
+            y[(size_t)i * D + k] += (nf_real)(st->cfg.noise * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+        }
+    }
+}
+
+/* The one-hot contexts of classes (n), or copies of given contexts; class -1 (or a dropped label)
+ * is the all-zero context. */
+static void one_hot(const image_state *st, nf_real *ctx, const int *classes, int n)
+{
+    const int K = st->cfg.classes;
+    memset(ctx, 0, (size_t)n * K * sizeof *ctx);
+    for (int i = 0; i < n; i++)
+        if (classes && classes[i] >= 0 && classes[i] < K) ctx[(size_t)i * K + classes[i]] = 1;
+}
+
+static double bpd_of(const image_state *st, double logp)
+{
+    return -(logp - st->D * log((double)st->cfg.levels)) / (st->D * LN2);
+}
+
+/* The encoder's input: y0 = (x + 1/2) / L - 1/2, the centre of each dequantisation cell. */
+static void clean(const image_state *st, nf_real *y0, const nf_real *x, int n)
+{
+    const double L = st->cfg.levels;
+    for (size_t k = 0; k < (size_t)n * st->D; k++) y0[k] = (nf_real)((x[k] + 0.5) / L - 0.5);
+}
+
+/* The class of each row of one-hot contexts (n, C): the index of its largest entry, -1 when none is
+ * positive. */
+static void classes_of(int *cls, const nf_real *ctx, int C, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const nf_real *r = ctx + (size_t)i * C;
+        int best = -1;
+        for (int k = 0; k < C; k++)
+            if (r[k] > 0 && (best < 0 || r[k] > r[best])) best = k;
+        cls[i] = best;
+    }
+}
+
+/* Stage "encoder": the classifier's cross-entropy (per image into ce when not NULL). */
+static int encoder_pass(nf_model *m, const nf_batch *b, int grad, double *ce, double *loss)
+{
+    image_state *st = m->state;
+    if (!b->ctx || b->ctx_dim != st->cfg.align_classes)
+        return nf_error(NF_EDATA, "the alignment encoder needs the images' classes (a one-hot context of %d values; the batch has %d)",
+                        st->cfg.align_classes, b->ctx ? b->ctx_dim : 0);
+    NF_TRY(reserve(st, b->n));
+    clean(st, st->y0, b->x, b->n);
+    classes_of(st->cls, b->ctx, b->ctx_dim, b->n);
+    return nf_image_align_encoder_loss(&st->al, m->P, st->y0, st->cls, b->n, grad, ce, loss);
+}
+
+/* ---- the kind ---------------------------------------------------------------------------------- */
+
+/* loss = mean_i bpd_i over the batch, with fresh dequantisation (and noise augmentation) draws:
+ * dL/dlogp_i = -1 / (n D ln 2).  Aligned models: in stage "encoder" the classifier's mean
+ * cross-entropy instead; in stage "flow" + L_align on the clean images, whose gradient reaches the
+ * aligned blocks through their hidden states in the same flow backward (training/image_align.h). */
+static int image_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
+{
+    image_state *st = m->state;
+    if (st->cfg.align && m->stage == 0) return encoder_pass(m, b, 1, NULL, loss);
+    (void)rng; /* the noise is keyed by the count of draws and each image's index (noise_key) */
+    const int n = b->n, D = st->D, K = st->cfg.classes;
+    NF_TRY(reserve(st, n));
+    const uint64_t draw = (uint64_t)m->S->value[st->s_draws] + 1;
+    m->S->value[st->s_draws] += 1;
+    NF_TRY(dequantize(st, st->y, b->x, b->idx, n, NULL, draw));
+    if (st->cfg.noise > 0) add_noise(st, st->y, b->idx, n, draw);
+    const nf_real *ctx = NULL;
+    if (K) {
+        memcpy(st->ctx, b->ctx, (size_t)n * K * sizeof *st->ctx);
+        if (st->cfg.label_drop > 0)
+            for (int i = 0; i < n; i++)
+                if (hash_uniform(noise_key(st, draw, b->idx ? b->idx[i] : (size_t)i), 3 * (uint64_t)D) < st->cfg.label_drop)
+                    memset(st->ctx + (size_t)i * K, 0, (size_t)K * sizeof *st->ctx);
+        ctx = st->ctx;
+    }
+    NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->y, ctx, b->idx, n));
+    double s = 0;
+    for (int i = 0; i < n; i++) s += bpd_of(st, st->logp[i]);
+    *loss = s / n;
+    for (int i = 0; i < n; i++) st->dlogp[i] = (nf_real)(-1.0 / (n * D * LN2));
+    if (!st->cfg.align) return nf_flow_backward(m->flow, st->dlogp, NULL, NULL);
+    /* + w sum_j mean (1 - cos): its gradient enters the aligned blocks' hidden states */
+    double al = 0;
+    clean(st, st->y0, b->x, n);
+    int rc = nf_image_align_loss(&st->al, m->P, m->flow, st->y0, n, st->cfg.align_weight, 1, &al);
+    if (rc == NF_OK) rc = nf_flow_backward(m->flow, st->dlogp, NULL, NULL);
+    nf_image_align_clear(&st->al, m->flow);
+    *loss += al;
+    return rc;
+}
+
+/* values[i] = -bpd of image i (its class as context), deterministic dequantisation. */
+static int image_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *values)
+{
+    (void)rng;
+    image_state *st = m->state;
+    if (st->cfg.align && m->stage == 0) {
+        double mean;
+        NF_TRY(encoder_pass(m, b, 0, values, &mean));
+        for (int i = 0; i < b->n; i++) values[i] = -values[i];
+        return NF_OK;
+    }
+    NF_TRY(reserve(st, b->n));
+    NF_TRY(dequantize(st, st->y, b->x, b->idx, b->n, NULL, 0));
+    NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->y, st->cfg.classes ? b->ctx : NULL, b->idx, b->n));
+    for (int i = 0; i < b->n; i++) values[i] = -bpd_of(st, st->logp[i]);
+    return NF_OK;
+}
+
+/* ActNorm's data-dependent start from the first (up to) 512 training images, dequantised as in
+ * evaluation, so every process of a parallel run starts from the same state. */
+static int image_init_data(nf_model *m, const nf_source *train)
+{
+    image_state *st = m->state;
+    int n = (int)(train->n < 512 ? train->n : 512), K = st->cfg.classes;
+    if (n < 1) return NF_OK;
+    size_t *idx = malloc((size_t)n * sizeof *idx);
+    nf_real *y = malloc((size_t)n * st->D * sizeof *y);
+    nf_batch b = {0};
+    int rc = idx && y ? NF_OK : nf_error(NF_ENOMEM, "out of memory initialising from %d images", n);
+    for (int i = 0; rc == NF_OK && i < n; i++) idx[i] = (size_t)i;
+    if (rc == NF_OK) rc = nf_source_fetch(train, idx, n, &b);
+    if (rc == NF_OK) rc = dequantize(st, y, b.x, b.idx, n, NULL, 0);
+    if (rc == NF_OK) rc = nf_flow_init_data(m->flow, y, K ? b.ctx : NULL, n);
+    nf_batch_free(&b);
+    free(idx), free(y);
+    return rc;
+}
+
+static void image_set_training(nf_model *m, int training) { nf_flow_set_training(m->flow, training); }
+
+static const char *const INT_FIELDS[] = {"h", "w", "c", "levels", "classes", "scales", "steps", "hidden",
+                                         "patch", "width", "heads", "layers", "blocks"};
+static int *int_field(nf_image_config *c, int k)
+{
+    int *f[] = {&c->h,      &c->w,     &c->c,     &c->levels, &c->classes, &c->scales, &c->steps,
+                &c->hidden, &c->patch, &c->width, &c->heads,  &c->layers,  &c->blocks};
+    return f[k];
+}
+#define N_INT_FIELDS ((int)(sizeof INT_FIELDS / sizeof INT_FIELDS[0]))
+
+static int image_save(const nf_model *m, nf_h5 *f, const char *group)
+{
+    const image_state *st = m->state;
+    nf_image_config c = st->cfg;
+    char path[256];
+    snprintf(path, sizeof path, "%s/image", group);
+    NF_TRY(nf_h5_group(f, path));
+    NF_TRY(nf_h5_attr_set_string(f, path, "arch", nf_image_arch_name(c.arch)));
+    for (int k = 0; k < N_INT_FIELDS; k++) NF_TRY(nf_h5_attr_set_int64(f, path, INT_FIELDS[k], *int_field(&c, k)));
+    NF_TRY(nf_h5_attr_set_double(f, path, "noise", c.noise));
+    NF_TRY(nf_h5_attr_set_double(f, path, "label_drop", c.label_drop));
+    NF_TRY(nf_h5_attr_set_int64(f, path, "seed", (int64_t)c.seed));
+    if (c.align) { /* only then: files of unaligned models stay as they were */
+        char layers[256];
+        nf_image_align_layers_format(c.align_layers, layers, sizeof layers);
+        NF_TRY(nf_h5_attr_set_int64(f, path, "align_classes", c.align_classes));
+        NF_TRY(nf_h5_attr_set_double(f, path, "align_weight", c.align_weight));
+        NF_TRY(nf_h5_attr_set_string(f, path, "align_layers", layers));
+    }
+    snprintf(path, sizeof path, "%s/flow", group);
+    return nf_model_flow_save(m->flow, f, path);
+}
+
+static void image_destroy(nf_model *m)
+{
+    image_state *st = m->state;
+    int shared = m->flow ? !m->flow->owns_params : m->P != NULL;
+    if (st) {
+        free(st->y), free(st->ctx), free(st->logp), free(st->dlogp), free(st->dy), free(st->y0), free(st->cls);
+        nf_image_align_free(&st->al);
+    }
+    free(st);
+    nf_flow_free(m->flow);
+    if (shared) nf_params_free(m->P), nf_params_free(m->S);
+    m->flow = NULL;
+    m->P = m->S = NULL;
+    m->state = NULL;
+}
+
+static int image_set_stage(nf_model *m, int stage)
+{
+    const image_state *st = m->state;
+    if (stage == 0) m->train_first = 0, m->train_count = st->enc_count;
+    else m->train_first = st->enc_count, m->train_count = m->P->n - st->enc_count;
+    return NF_OK;
+}
+
+/* Build m's components for configuration c (spec filled): the flow from c's spec, or (f not NULL)
+ * rebuilt from the file's group.  Unaligned: the flow owns its store.  Aligned: one store, the
+ * encoder's entries first (stage "encoder"), then the flow's ("flow.") and the projections (stage
+ * "flow"); the flow's weights are those of the unaligned model with the same seed. */
+static int build(nf_model *m, const nf_image_config *c, nf_h5 *f, const char *group)
+{
+    image_state *st = nf_calloc(1, sizeof *st, "image model");
+    if (!st) return NF_ENOMEM;
+    st->cfg = *c;
+    st->D = c->h * c->w * c->c;
+    m->state = st;
+    m->ctx_dim = c->align ? c->align_classes : c->classes;
+    nf_params *P = NULL, *S = NULL;
+    nf_rng *rng = NULL;
+    int rc = NF_OK;
+    if (c->align) {
+        m->type = &nf_model_image_aligned;
+        m->P = P = nf_params_alloc();
+        m->S = S = nf_params_alloc();
+        rng = nf_rng_alloc(c->seed, 0xa11970);
+        if (!P || !S || !rng) rc = nf_error(NF_ENOMEM, "out of memory building an aligned image model");
+        if (rc == NF_OK) rc = nf_image_align_encoder_init(&st->al, P, c->h, c->w, c->c, c->patch, c->align_classes, rng);
+        st->enc_count = P ? P->n : 0;
+    }
+    nf_flow *flow = NULL;
+    if (rc == NF_OK)
+        rc = f ? nf_model_flow_load(&flow, f, group, P, S)
+               : nf_flow_build(&flow, c->spec, st->D, c->classes, c->seed, P, S, c->align ? "flow." : "");
+    m->flow = flow;
+    if (flow) m->P = flow->P, m->S = flow->S;
+    if (rc == NF_OK && (flow->dim != st->D || flow->ctx_dim != c->classes))
+        rc = nf_error(NF_EFORMAT, "the flow has %d dimensions and %d context values, the image %dx%dx%d and %d classes",
+                      flow->dim, flow->ctx_dim, c->h, c->w, c->c, c->classes);
+    if (rc == NF_OK) rc = nf_params_add(m->S, "image.draws", 1, &st->s_draws);
+    if (rc == NF_OK && c->align) rc = nf_image_align_proj_init(&st->al, P, flow, c->align_layers, rng);
+    if (rc == NF_OK && c->align) {
+        /* a new model starts with its encoder; a saved one is a density (the stage of flow) unless
+         * the trainer resumes it at the stage of its checkpoint */
+        m->stage = f ? 1 : 0;
+        rc = image_set_stage(m, m->stage);
+    }
+    nf_rng_free(rng);
+    if (rc == NF_OK && !c->align) m->type = &nf_model_image;
+    if (rc != NF_OK && !flow && P) nf_params_free(P), nf_params_free(S), m->P = m->S = NULL;
+    return rc;
+}
+
+static int image_load(nf_model *m, nf_h5 *f, const char *group, int version)
+{
+    (void)version;
+    nf_image_config c;
+    nf_image_config_init(&c);
+    char path[256], arch[32];
+    snprintf(path, sizeof path, "%s/image", group);
+    NF_TRY(nf_h5_attr_get_string(f, path, "arch", arch, sizeof arch));
+    if (!strcmp(arch, "spec")) c.arch = NF_IMAGE_SPEC;
+    else NF_TRY(nf_image_arch_parse(arch, &c.arch));
+    for (int k = 0; k < N_INT_FIELDS; k++) {
+        int64_t v;
+        NF_TRY(nf_h5_attr_get_int64(f, path, INT_FIELDS[k], &v));
+        if (v < 0 || v > (1 << 24)) return nf_error(NF_EFORMAT, "%s:%s: %s is %lld", nf_h5_path(f), path, INT_FIELDS[k], (long long)v);
+        *int_field(&c, k) = (int)v;
+    }
+    int64_t seed;
+    NF_TRY(nf_h5_attr_get_double(f, path, "noise", &c.noise));
+    NF_TRY(nf_h5_attr_get_double(f, path, "label_drop", &c.label_drop));
+    NF_TRY(nf_h5_attr_get_int64(f, path, "seed", &seed));
+    c.seed = (uint64_t)seed;
+    if (nf_h5_attr_exists(f, path, "align_layers")) {
+        int64_t ac;
+        char layers[256];
+        c.align = 1;
+        NF_TRY(nf_h5_attr_get_int64(f, path, "align_classes", &ac));
+        NF_TRY(nf_h5_attr_get_double(f, path, "align_weight", &c.align_weight));
+        NF_TRY(nf_h5_attr_get_string(f, path, "align_layers", layers, sizeof layers));
+        NF_TRY(nf_image_align_layers_parse(layers, &c.align_layers));
+        c.align_classes = ac >= 0 && ac <= (1 << 24) ? (int)ac : -1;
+    }
+    snprintf(path, sizeof path, "%s/flow", group);
+    /* the flow's canonical spec (as nf_model_flow_load reads it; a longer one than c.spec holds
+     * leaves c.spec empty, as before) */
+    char *spec = malloc(1 << 16);
+    if (!spec) return nf_error(NF_ENOMEM, "out of memory reading a flow spec");
+    int rc = nf_h5_attr_get_string(f, path, "spec", spec, 1 << 16);
+    if (rc == NF_OK) {
+        size_t len = strlen(spec);
+        if (len >= sizeof c.spec) len = 0;
+        memcpy(c.spec, spec, len);
+        c.spec[len] = '\0';
+    }
+    free(spec);
+    if (rc == NF_OK) rc = nf_image_config_check(&c);
+    if (rc == NF_OK) rc = build(m, &c, f, path);
+    if (rc != NF_OK) {
+        image_destroy(m);
+        return nf_error_context(rc, "%s", nf_h5_path(f));
+    }
+    return NF_OK;
+}
+
+#define IMAGE_KIND_FIELDS                                                                                            \
+    .kind = "image", .command = "nf image", .source_kind = "rows", .metric = "neg_bits_per_dim",                      \
+    .flow_on_transformed_data = 1, .loss = image_loss, .eval = image_eval, .init_data = image_init_data,             \
+    .set_training = image_set_training, .save = image_save, .load = image_load, .destroy = image_destroy
+
+const nf_model_type nf_model_image = {
+    IMAGE_KIND_FIELDS,
+    .summary = "a flow on images (multi-scale coupling or TarFlow), in bits per dimension",
+};
+
+static const char *const STAGE_NAMES[] = {"encoder", "flow"};
+
+const nf_model_type nf_model_image_aligned = {
+    IMAGE_KIND_FIELDS,
+    .summary = "a TarFlow on images in bits per dimension, with reverse representation alignment to a frozen "
+               "classifier (stages: encoder, flow)",
+    .n_stages = 2,
+    .stage_names = STAGE_NAMES,
+    .set_stage = image_set_stage,
+};
+
+int nf_model_image_create(nf_model **out, const nf_image_config *cfg)
+{
+    *out = NULL;
+    nf_image_config c = *cfg;
+    NF_TRY(nf_image_config_check(&c));
+    if (c.arch != NF_IMAGE_SPEC) NF_TRY(nf_image_spec(&c, c.spec, sizeof c.spec));
+    nf_model *m = nf_calloc(1, sizeof *m, "model");
+    if (!m) return NF_ENOMEM;
+    int rc = build(m, &c, NULL, NULL);
+    if (rc != NF_OK) {
+        image_destroy(m);
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return NF_OK;
+}
+
+const nf_image_config *nf_model_image_config(const nf_model *m)
+{
+    return m && (m->type == &nf_model_image || m->type == &nf_model_image_aligned)
+               ? &((const image_state *)m->state)->cfg
+               : NULL;
+}
+
+static int check_kind(const nf_model *m, const char *what)
+{
+    return nf_model_image_config(m) ? NF_OK : nf_error(NF_EINVAL, "%s needs an image model (nf image fit)", what);
+}
+
+int nf_model_image_bpd(nf_model *m, nf_real *bpd, const nf_real *x, const int *classes, int n, nf_rng *rng)
+{
+    NF_TRY(check_kind(m, "bits per dimension"));
+    image_state *st = m->state;
+    NF_TRY(reserve(st, n));
+    NF_TRY(dequantize(st, st->y, x, NULL, n, rng, 0));
+    if (st->cfg.classes) one_hot(st, st->ctx, classes, n);
+    NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->y, st->cfg.classes ? st->ctx : NULL, NULL, n));
+    for (int i = 0; i < n; i++) bpd[i] = (nf_real)bpd_of(st, st->logp[i]);
+    return NF_OK;
+}
+
+int nf_model_image_sample(nf_model *m, nf_real *x, const int *classes, int n, double temperature, int denoise,
+                          nf_rng *rng)
+{
+    NF_TRY(check_kind(m, "image sampling"));
+    if (n < 1) return nf_error(NF_EINVAL, "%d images to sample; expected at least 1", n);
+    if (!(temperature > 0 && temperature <= 10)) return nf_error(NF_EINVAL, "temperature %g: expected 0 < T <= 10", temperature);
+    image_state *st = m->state;
+    const int D = st->D;
+    NF_TRY(reserve(st, n));
+    const nf_real *ctx = NULL;
+    if (st->cfg.classes) {
+        one_hot(st, st->ctx, classes, n);
+        ctx = st->ctx;
+    }
+    /* z ~ N(0, T^2 I) then the inverse flow (the latent of the base, scaled) */
+    nf_rng_fill_normal(rng, st->dy, (size_t)n * D);
+    for (size_t k = 0; k < (size_t)n * D; k++) st->dy[k] *= (nf_real)temperature;
+    NF_TRY(nf_flow_sample_latent(m->flow, st->y, NULL, st->dy, ctx, n));
+    /* score step: y <- y + s^2 d/dy log p(y), the posterior mean of the clean y given the noisy one
+     * to first order (Tweedie), with s the training noise */
+    if (denoise && st->cfg.noise > 0) {
+        NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->y, ctx, NULL, n));
+        for (int i = 0; i < n; i++) st->dlogp[i] = 1;
+        memset(st->dy, 0, (size_t)n * D * sizeof *st->dy);
+        int rc = nf_flow_backward(m->flow, st->dlogp, st->dy, NULL);
+        nf_params_zero_grad(m->P);
+        NF_TRY(rc);
+        double s2 = st->cfg.noise * st->cfg.noise;
+        for (size_t k = 0; k < (size_t)n * D; k++) st->y[k] += (nf_real)(s2 * st->dy[k]);
+    }
+    const double L = st->cfg.levels;
+    for (size_t k = 0; k < (size_t)n * D; k++) {
+        double v = (st->y[k] + 0.5) * L - 0.5;
+        x[k] = (nf_real)(v < 0 ? 0 : v > L - 1 ? L - 1 : v);
+    }
+    return NF_OK;
+}
+
+int nf_model_image_classify(nf_model *m, int *pred, double *logp, const nf_real *x, const double *prior, int n,
+                            nf_rng *rng)
+{
+    NF_TRY(check_kind(m, "the likelihood classifier"));
+    image_state *st = m->state;
+    const int K = st->cfg.classes, D = st->D;
+    if (K < 2) return nf_error(NF_EINVAL, "the likelihood classifier needs a class-conditional model (this one has %d classes)", K);
+    NF_TRY(reserve(st, n));
+    double *best = malloc((size_t)n * sizeof *best);
+    int *cls = malloc((size_t)n * sizeof *cls);
+    nf_real *y = malloc((size_t)n * D * sizeof *y);
+    int rc = best && cls && y ? NF_OK : nf_error(NF_ENOMEM, "out of memory classifying %d images", n);
+    /* one dequantisation draw per image, shared by all classes */
+    if (rc == NF_OK) rc = dequantize(st, y, x, NULL, n, rng, 0);
+    for (int k = 0; rc == NF_OK && k < K; k++) {
+        for (int i = 0; i < n; i++) cls[i] = k;
+        one_hot(st, st->ctx, cls, n);
+        rc = nf_flow_log_prob(m->flow, st->logp, y, st->ctx, NULL, n);
+        for (int i = 0; rc == NF_OK && i < n; i++) {
+            double v = st->logp[i] + (prior ? log(prior[k]) : 0);
+            if (logp) logp[(size_t)i * K + k] = st->logp[i];
+            if (k == 0 || v > best[i]) best[i] = v, pred[i] = k;
+        }
+    }
+    free(best), free(cls), free(y);
+    return rc;
+}
+
+int nf_model_image_align_terms(nf_model *m, const nf_real *x, const nf_real *ctx, int n, double *bpd, double *align)
+{
+    NF_TRY(check_kind(m, "the alignment terms"));
+    image_state *st = m->state;
+    if (!st->cfg.align) return nf_error(NF_EINVAL, "the model was trained without alignment (nf image fit --align)");
+    if (n < 1) return nf_error(NF_EINVAL, "%d images: expected at least 1", n);
+    NF_TRY(reserve(st, n));
+    NF_TRY(dequantize(st, st->y, x, NULL, n, NULL, 0));
+    NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->y, st->cfg.classes ? ctx : NULL, NULL, n));
+    double s = 0;
+    for (int i = 0; i < n; i++) s += bpd_of(st, st->logp[i]);
+    *bpd = s / n;
+    clean(st, st->y0, x, n);
+    return nf_image_align_loss(&st->al, m->P, m->flow, st->y0, n, st->cfg.align_weight, 0, align);
+}
+
+int nf_model_image_encoder_accuracy(nf_model *m, const nf_real *x, const nf_real *ctx, int n, double *acc)
+{
+    NF_TRY(check_kind(m, "the encoder's accuracy"));
+    image_state *st = m->state;
+    if (!st->cfg.align) return nf_error(NF_EINVAL, "the model was trained without alignment (nf image fit --align)");
+    if (n < 1 || !ctx) return nf_error(NF_EINVAL, "%d images%s: expected at least 1 with classes", n, ctx ? "" : " without classes");
+    NF_TRY(reserve(st, n));
+    int *pred = malloc((size_t)n * sizeof *pred);
+    if (!pred) return nf_error(NF_ENOMEM, "out of memory for %d predictions", n);
+    clean(st, st->y0, x, n);
+    classes_of(st->cls, ctx, st->cfg.align_classes, n);
+    int rc = nf_image_align_encoder_predict(&st->al, m->P, st->y0, n, pred), ok = 0;
+    for (int i = 0; i < n; i++) ok += pred[i] == st->cls[i];
+    free(pred);
+    *acc = (double)ok / n;
+    return rc;
+}
