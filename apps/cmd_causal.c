@@ -244,6 +244,21 @@ static int cmd_import(int argc, char **argv)
 
 /* ---- fit --------------------------------------------------------------------------------------- */
 
+typedef struct causal_describe_ctx {
+    const char *cmd;
+    const nf_source *train, *val;
+    int dx;
+    long steps;
+} causal_describe_ctx;
+
+static void causal_describe(void *user, const nf_model *m)
+{
+    const causal_describe_ctx *c = user;
+    fprintf(stderr, "nf %s: %zu training and %zu validation units, %d covariates; %zu parameters; stages: "
+                    "nuisance, target (%ld steps each)\n",
+            c->cmd, c->train->n, c->val ? c->val->n : 0, c->dx, m->P->n, c->steps);
+}
+
 static int cmd_fit(int argc, char **argv)
 {
     const char *cmd = "causal fit", *out = NULL, *resume = NULL, *pos[1];
@@ -290,7 +305,6 @@ static int cmd_fit(int argc, char **argv)
     mc.noise_r = mc.noise_y = noise;
     nf_model *m = NULL;
     nf_source *all = NULL, *train = NULL, *val = NULL;
-    nf_trainer *t = NULL;
     nf_model_meta meta = {0};
     nf_causal_data d = {0};
     const char *data = pos[0];
@@ -320,32 +334,14 @@ static int cmd_fit(int argc, char **argv)
     if (rc == NF_OK) rc = nf_causal_load(&d, data, xds, ads, yds);
     if (rc == NF_OK) rc = nf_causal_source(&all, &d);
     if (rc == NF_OK) rc = nf_source_split(all, val_frac, tc.seed, &val, &train);
-    if (rc == NF_OK && !m) {
-        rc = nf_model_causal_create(&m, &mc, train);
-        snprintf(meta.data_path, sizeof meta.data_path, "%s", data);
-        snprintf(meta.data_dataset, sizeof meta.data_dataset, "%s,%s,%s", xds, ads, yds);
-        meta.val_frac = val_frac;
-    }
-    if (rc == NF_OK) {
-        meta.n_train = (long)train->n;
-        meta.n_val = val ? (long)val->n : 0;
-        rc = nf_trainer_create(&t, m, &tc, train, val);
-    }
-    if (rc == NF_OK && resume) rc = nf_model_load_trainer(resume, t);
-    if (rc != NF_OK) {
-        status = cli_fail(cmd);
-    } else if (resume && nf_trainer_finished(t)) {
-        fprintf(stderr, "nf %s: %s already finished (step %ld); nothing to resume\n", cmd, resume, t->step);
-        status = 0;
-    } else {
-        if (!quiet)
-            fprintf(stderr, "nf %s: %zu training and %zu validation units, %d covariates; %zu parameters; stages: "
-                            "nuisance, target (%ld steps each)\n",
-                    cmd, train->n, val ? val->n : 0, d.dx, m->P->n, tc.max_steps);
-        app_train_run r = {.cmd = cmd, .out = out, .model = m, .meta = &meta, .quiet = quiet};
-        status = app_train_run_go(&r, t);
-    }
-    nf_trainer_free(t);
+    if (rc == NF_OK && !m) rc = nf_model_causal_create(&m, &mc, train);
+    char dataset[sizeof meta.data_dataset] = "";
+    if (!resume) snprintf(dataset, sizeof dataset, "%s,%s,%s", xds, ads, yds);
+    causal_describe_ctx dc = {.cmd = cmd, .train = train, .val = val, .dx = d.dx, .steps = tc.max_steps};
+    const app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = data, .dataset = dataset,
+                            .val_frac = val_frac, .model = m, .meta = &meta, .tc = &tc, .train = train, .val = val,
+                            .quiet = quiet, .describe = causal_describe, .user = &dc};
+    status = app_kind_fit_go(&f, rc);
     nf_model_free(m);
     nf_source_free(train);
     nf_source_free(val);

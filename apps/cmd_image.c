@@ -161,6 +161,27 @@ static void report_alignment(const char *cmd, nf_model *m, const nf_source *val)
     nf_error_clear();
 }
 
+typedef struct image_describe_ctx {
+    const char *cmd;
+    const nf_source *train, *val;
+} image_describe_ctx;
+
+static void image_describe(void *user, const nf_model *m)
+{
+    const image_describe_ctx *d = user;
+    const nf_image_config *c = nf_model_image_config(m);
+    fprintf(stderr, "nf %s: %zu training and %zu validation images of %dx%dx%d (%d levels%s); %s flow, %zu parameters\n",
+            d->cmd, d->train->n, d->val ? d->val->n : 0, c->h, c->w, c->c, c->levels,
+            c->classes ? ", class-conditional" : "", nf_image_arch_name(c->arch), m->P->n);
+    if (c->align) {
+        char layers[256];
+        nf_image_align_layers_format(c->align_layers, layers, sizeof layers);
+        fprintf(stderr, "nf %s: alignment to a frozen classifier at generative blocks %s, weight %g: stage 'encoder' "
+                        "(train/val numbers are its cross-entropy in nats), then stage 'flow' (train: bits/dim + "
+                        "alignment; val: bits/dim)\n", d->cmd, layers, c->align_weight);
+    }
+}
+
 static int cmd_fit(int argc, char **argv)
 {
     const char *cmd = "image fit", *out = NULL, *resume = NULL, *arch = "glow", *spec = NULL, *pos[1];
@@ -226,10 +247,9 @@ static int cmd_fit(int argc, char **argv)
     cli_set_threads(threads);
     nf_model *m = NULL;
     nf_source *all = NULL, *train = NULL, *val = NULL;
-    nf_trainer *t = NULL;
     nf_model_meta meta = {0};
     const char *data = pos[0];
-    int rc, status = 1;
+    int rc, status;
     if (resume) {
         out = resume;
         rc = nf_model_open(resume, &m, &meta);
@@ -262,39 +282,14 @@ static int cmd_fit(int argc, char **argv)
         mc.align_classes = align ? all->ctx_dim : 0;
         rc = nf_model_image_create(&m, &mc);
         if (rc == NF_OK) rc = m->type->init_data(m, train);
-        snprintf(meta.data_path, sizeof meta.data_path, "%s", data);
-        snprintf(meta.data_dataset, sizeof meta.data_dataset, "/x");
-        meta.val_frac = val_frac;
     }
-    if (rc == NF_OK) {
-        meta.n_train = (long)train->n;
-        meta.n_val = val ? (long)val->n : 0;
-        rc = nf_trainer_create(&t, m, &tc, train, val);
-    }
-    if (rc == NF_OK && resume) rc = nf_model_load_trainer(resume, t);
-    if (rc != NF_OK) {
-        status = cli_fail(cmd);
-    } else if (resume && nf_trainer_finished(t)) {
-        fprintf(stderr, "nf %s: %s already finished (step %ld); nothing to resume\n", cmd, resume, t->step);
-        status = 0;
-    } else {
-        const nf_image_config *c = nf_model_image_config(m);
-        if (!quiet)
-            fprintf(stderr, "nf %s: %zu training and %zu validation images of %dx%dx%d (%d levels%s); %s flow, %zu parameters\n",
-                    cmd, train->n, val ? val->n : 0, c->h, c->w, c->c, c->levels, c->classes ? ", class-conditional" : "",
-                    nf_image_arch_name(c->arch), m->P->n);
-        if (!quiet && c->align) {
-            char layers[256];
-            nf_image_align_layers_format(c->align_layers, layers, sizeof layers);
-            fprintf(stderr, "nf %s: alignment to a frozen classifier at generative blocks %s, weight %g: stage 'encoder' "
-                            "(train/val numbers are its cross-entropy in nats), then stage 'flow' (train: bits/dim + "
-                            "alignment; val: bits/dim)\n", cmd, layers, c->align_weight);
-        }
-        app_train_run r = {.cmd = cmd, .out = out, .model = m, .meta = &meta, .quiet = quiet};
-        status = app_train_run_go(&r, t);
-        if (status == 0 && !quiet && c->align && val && val->n && m->stage == 1) report_alignment(cmd, m, val);
-    }
-    nf_trainer_free(t);
+    image_describe_ctx dc = {.cmd = cmd, .train = train, .val = val};
+    const app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = data, .dataset = "/x",
+                            .val_frac = val_frac, .model = m, .meta = &meta, .tc = &tc, .train = train, .val = val,
+                            .quiet = quiet, .describe = image_describe, .user = &dc};
+    status = app_kind_fit_go(&f, rc);
+    const nf_image_config *c = m ? nf_model_image_config(m) : NULL;
+    if (status == 0 && !quiet && c && c->align && val && val->n && m->stage == 1) report_alignment(cmd, m, val);
     nf_model_free(m);
     nf_source_free(train);
     nf_source_free(val);

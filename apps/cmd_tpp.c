@@ -89,6 +89,18 @@ static void set_threads(int threads)
     nf_blas_set_threads(threads > 0 ? threads : omp_get_max_threads());
 }
 
+typedef struct tpp_describe_ctx {
+    const char *cmd, *decoder;
+    const nf_source *train, *val;
+} tpp_describe_ctx;
+
+static void tpp_describe(void *user, const nf_model *m)
+{
+    const tpp_describe_ctx *c = user;
+    fprintf(stderr, "nf %s: %zu training and %zu validation sequences; %zu parameters (%s decoder)\n", c->cmd,
+            c->train->n, c->val ? c->val->n : 0, m->P->n, c->decoder);
+}
+
 static int cmd_fit(int argc, char **argv)
 {
     const char *cmd = "tpp fit", *out = NULL, *resume = NULL, *decoder = "lognormmix", *rnn = "gru", *pos[1];
@@ -134,10 +146,9 @@ static int cmd_fit(int argc, char **argv)
     set_threads(threads);
     nf_model *m = NULL;
     nf_source *all = NULL, *train = NULL, *val = NULL;
-    nf_trainer *t = NULL;
     nf_model_meta meta = {0};
     const char *data = pos[0];
-    int rc, status = 1;
+    int rc, status;
     if (resume) {
         out = resume;
         rc = nf_model_open(resume, &m, &meta);
@@ -156,31 +167,12 @@ static int cmd_fit(int argc, char **argv)
     }
     if (rc == NF_OK) rc = nf_source_sequences_load_share(&all, data, app_mpi_rank(), app_mpi_size());
     if (rc == NF_OK) rc = nf_source_split(all, val_frac, tc.seed, &val, &train);
-    if (rc == NF_OK && !m) {
-        rc = nf_model_tpp_create_shared(&m, &mc, train, app_mpi_comm());
-        snprintf(meta.data_path, sizeof meta.data_path, "%s", data);
-        snprintf(meta.data_dataset, sizeof meta.data_dataset, "/times");
-        meta.val_frac = val_frac;
-    }
-    if (rc == NF_OK) {
-        meta.n_train = (long)train->n;
-        meta.n_val = val ? (long)val->n : 0;
-        rc = nf_trainer_create(&t, m, &tc, train, val);
-    }
-    if (rc == NF_OK && resume) rc = nf_model_load_trainer(resume, t);
-    if (rc != NF_OK) {
-        status = cli_fail(cmd);
-    } else if (resume && nf_trainer_finished(t)) {
-        fprintf(stderr, "nf %s: %s already finished (step %ld); nothing to resume\n", cmd, resume, t->step);
-        status = 0;
-    } else {
-        if (!quiet)
-            fprintf(stderr, "nf %s: %zu training and %zu validation sequences; %zu parameters (%s decoder)\n", cmd,
-                    train->n, val ? val->n : 0, m->P->n, decoder);
-        app_train_run r = {.cmd = cmd, .out = out, .model = m, .meta = &meta, .quiet = quiet};
-        status = app_train_run_go(&r, t);
-    }
-    nf_trainer_free(t);
+    if (rc == NF_OK && !m) rc = nf_model_tpp_create_shared(&m, &mc, train, app_mpi_comm());
+    tpp_describe_ctx dc = {.cmd = cmd, .decoder = decoder, .train = train, .val = val};
+    const app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = data, .dataset = "/times",
+                            .val_frac = val_frac, .model = m, .meta = &meta, .tc = &tc, .train = train, .val = val,
+                            .quiet = quiet, .describe = tpp_describe, .user = &dc};
+    status = app_kind_fit_go(&f, rc);
     nf_model_free(m);
     nf_source_free(train);
     nf_source_free(val);

@@ -149,3 +149,33 @@ int app_train_run_go(app_train_run *r, nf_trainer *t)
     }
     return 0;
 }
+
+int app_kind_fit_go(const app_kind_fit *f, int rc)
+{
+    nf_trainer *t = NULL;
+    nf_model_meta *meta = f->meta;
+    int status = 1;
+    if (rc == NF_OK && !f->resume) {
+        snprintf(meta->data_path, sizeof meta->data_path, "%s", f->data);
+        snprintf(meta->data_dataset, sizeof meta->data_dataset, "%s", f->dataset);
+        meta->val_frac = f->val_frac;
+    }
+    if (rc == NF_OK) {
+        meta->n_train = (long)f->train->n;
+        meta->n_val = f->val ? (long)f->val->n : 0;
+        rc = nf_trainer_create(&t, f->model, f->tc, f->train, f->val);
+    }
+    if (rc == NF_OK && f->resume) rc = nf_model_load_trainer(f->resume, t);
+    if (rc != NF_OK) {
+        status = cli_fail(f->cmd);
+    } else if (f->resume && nf_trainer_finished(t)) {
+        fprintf(stderr, "nf %s: %s already finished (step %ld); nothing to resume\n", f->cmd, f->resume, t->step);
+        status = 0;
+    } else {
+        if (!f->quiet && f->describe) f->describe(f->user, f->model);
+        app_train_run r = {.cmd = f->cmd, .out = f->out, .model = f->model, .meta = meta, .quiet = f->quiet};
+        status = app_train_run_go(&r, t);
+    }
+    nf_trainer_free(t);
+    return status;
+}

@@ -20,4 +20,25 @@ typedef struct app_train_run {
  * written, with the line saying how to resume), 1 an error (printed). */
 int app_train_run_go(app_train_run *r, nf_trainer *t);
 
+/* What a model-kind fit command (nf tpp fit, nf causal fit, nf image fit) has built before training:
+ * its model and sources (new, or the resumed model with the sources its file names). */
+typedef struct app_kind_fit {
+    const char *cmd, *out;
+    const char *resume;       /* the model file when resuming (its trainer state is loaded), or NULL */
+    const char *data, *dataset; /* recorded in the model file of a new model */
+    double val_frac;
+    nf_model *model;
+    nf_model_meta *meta;
+    const nf_train_config *tc;
+    const nf_source *train, *val;
+    int quiet;
+    void (*describe)(void *user, const nf_model *m); /* the opening line(s), unless quiet; or NULL */
+    void *user;
+} app_kind_fit;
+
+/* The rest, the same for every kind: a trainer, the checkpoint's state when resuming, "already
+ * finished" or the run (app_train_run_go).  rc: what building the model and sources returned (an
+ * error is printed and ends it).  Returns the exit status; model and sources stay the caller's. */
+int app_kind_fit_go(const app_kind_fit *f, int rc);
+
 #endif

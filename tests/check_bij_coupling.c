@@ -50,44 +50,9 @@ END_TEST
 
 /* ---- a bijector with its stores, for the specific tests ---- */
 
-typedef struct made_bij {
-    nf_bijector b;
-    nf_params *P, *S;
-    nf_real *ws;
-} made_bij;
-
-static int make(made_bij *m, const char *type, int D, int C, const char *opts, uint64_t seed, int n)
+static int make(nf_test_bij *m, const char *type, int D, int C, const char *opts, uint64_t seed, int n)
 {
-    memset(m, 0, sizeof *m);
-    m->P = nf_params_alloc();
-    m->S = nf_params_alloc();
-    nf_rng *rng = nf_rng_alloc(seed, 0);
-    int rc = nf_bijector_create(&m->b, nf_bijector_type_find(type), D, C, "t0", opts, m->P, m->S, rng);
-    nf_rng_free(rng);
-    if (rc == NF_OK) {
-        size_t w = m->b.type->workspace(&m->b, n);
-        m->ws = calloc(w ? w : 1, sizeof(nf_real));
-    } else {
-        nf_params_free(m->P);
-        nf_params_free(m->S);
-        m->P = m->S = NULL;
-    }
-    return rc;
-}
-
-static void unmake(made_bij *m)
-{
-    nf_bijector_destroy(&m->b);
-    nf_params_free(m->P);
-    nf_params_free(m->S);
-    free(m->ws);
-}
-
-static void perturb(nf_params *P, double scale, uint64_t seed)
-{
-    nf_rng *r = nf_rng_alloc(seed, 0);
-    for (size_t i = 0; i < P->n; i++) P->value[i] += (nf_real)(scale * nf_rng_normal(r));
-    nf_rng_free(r);
+    return nf_test_bij_make(m, type, D, C, opts, seed, n, 0);
 }
 
 START_TEST(test_zero_init_is_identity)
@@ -100,7 +65,7 @@ START_TEST(test_zero_init_is_identity)
     nf_test_fill_normal(ctx, N * C, 1.7, 4);
     for (int t = 0; t < 2; t++)
         for (int o = 0; o < 3; o++) {
-            made_bij m;
+            nf_test_bij m;
             ck_assert_int_eq(make(&m, types[t], D, C, opts[o], 11, N), NF_OK);
             for (int i = 0; i < N; i++) ld[i] = ld2[i] = (nf_real)(0.375 * i - 1.2);
             ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, ctx, N, m.ws), NF_OK);
@@ -110,7 +75,7 @@ START_TEST(test_zero_init_is_identity)
             ck_assert_int_eq(m.b.type->inverse(&m.b, x2, ld2, y, ctx, N, m.ws), NF_OK);
             for (int k = 0; k < N * D; k++) ck_assert(x2[k] == x[k]);
             for (int i = 0; i < N; i++) ck_assert(ld2[i] == (nf_real)(0.375 * i - 1.2));
-            unmake(&m);
+            nf_test_bij_free(&m);
         }
 }
 END_TEST
@@ -136,9 +101,9 @@ START_TEST(test_mask_split)
             int D = rows[r].D;
             char opts[96];
             snprintf(opts, sizeof opts, "hidden=12,activation=tanh,%s", rows[r].opts);
-            made_bij m;
+            nf_test_bij m;
             ck_assert_int_eq(make(&m, types[t], D, 0, opts, 5, N), NF_OK);
-            perturb(m.P, 0.4, 77);
+            nf_test_perturb(m.P, 0.4, 77);
             nf_test_fill_normal(x, (size_t)N * D, 1.45, 8);
             ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, NULL, N, m.ws), NF_OK);
             for (int i = 0; i < N; i++)
@@ -163,7 +128,7 @@ START_TEST(test_mask_split)
                         else ck_assert_msg(y2[k] == y[k], "%s(%s): y[%d] moved with x_t[%d]", types[t], opts, j2, j);
                     }
             }
-            unmake(&m);
+            nf_test_bij_free(&m);
         }
 }
 END_TEST
@@ -176,7 +141,7 @@ START_TEST(test_soft_clamp)
     nf_real x[N * D], y[N * D], x2[N * D], ld[N], ld2[N];
     nf_test_fill_normal(x, N * D, 1.3, 9);
     for (int sign = -1; sign <= 1; sign += 2) {
-        made_bij m;
+        nf_test_bij m;
         ck_assert_int_eq(make(&m, "affine-coupling", D, 0, "hidden=8,clamp=2.25", 5, N), NF_OK);
         const nf_param_slice *bias = nf_params_find(m.P, "t0.net.out.bias");
         ck_assert_ptr_nonnull(bias);
@@ -195,7 +160,7 @@ START_TEST(test_soft_clamp)
         ck_assert_int_eq(m.b.type->inverse(&m.b, x2, ld2, y, NULL, N, m.ws), NF_OK);
         for (int k = 0; k < N * D; k++) ck_assert(fabs(x2[k] - x[k]) < 1e-4 * (1 + fabs(x[k])));
         for (int i = 0; i < N; i++) ck_assert(fabs(ld[i] + ld2[i]) < 1e-4);
-        unmake(&m);
+        nf_test_bij_free(&m);
     }
 }
 END_TEST
@@ -207,7 +172,7 @@ START_TEST(test_nonfinite_reported)
     enum { N = 3, D = 4 };
     nf_real x[N * D], y[N * D], ld[N] = {0};
     for (int t = 0; t < 3; t++) {
-        made_bij m;
+        nf_test_bij m;
         ck_assert_int_eq(make(&m, types[t], D, 0, "", 5, N), NF_OK);
         nf_test_fill_normal(x, N * D, 1.1, 2);
         x[1 * D + 3] = (nf_real)NAN;
@@ -216,14 +181,14 @@ START_TEST(test_nonfinite_reported)
         ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "row 1"));
         x[1 * D + 3] = (nf_real)INFINITY;
         ck_assert_int_eq(m.b.type->inverse(&m.b, y, ld, x, NULL, N, m.ws), NF_ENONFINITE);
-        unmake(&m);
+        nf_test_bij_free(&m);
     }
 }
 END_TEST
 
 START_TEST(test_bad_options)
 {
-    made_bij m;
+    nf_test_bij m;
     ck_assert_int_eq(make(&m, "affine-coupling", 1, 0, "", 5, 4), NF_EINVAL);
     ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "at least 2"));
     ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "affine-coupling"));
@@ -255,9 +220,9 @@ START_TEST(test_backward_accumulates)
     nf_test_fill_normal(u, N, 0.7, 4);
     for (int t = 0; t < 2; t++)
         for (int dir = 0; dir < 2; dir++) {
-            made_bij m;
+            nf_test_bij m;
             ck_assert_int_eq(make(&m, types[t], D, C, "hidden=8,mask=alt", 6, N), NF_OK);
-            perturb(m.P, 0.3, 12);
+            nf_test_perturb(m.P, 0.3, 12);
             int rc = dir ? m.b.type->inverse(&m.b, y, ld, x, ctx, N, m.ws) : m.b.type->forward(&m.b, y, ld, x, ctx, N, m.ws);
             ck_assert_int_eq(rc, NF_OK);
             memset(dx0, 0, sizeof dx0);
@@ -281,7 +246,7 @@ START_TEST(test_backward_accumulates)
             }
             ck_assert_int_gt(nonzero, (int)m.P->n / 4);
             free(g0);
-            unmake(&m);
+            nf_test_bij_free(&m);
         }
 }
 END_TEST
@@ -292,7 +257,7 @@ START_TEST(test_permute_state)
     enum { N = 3, D = 6 };
     nf_real x[N * D], y[N * D], x2[N * D], ld[N] = {0};
     for (int k = 0; k < N * D; k++) x[k] = (nf_real)(1.25 * k - 3.5);
-    made_bij m;
+    nf_test_bij m;
     ck_assert_int_eq(make(&m, "permute", D, 0, "order=reverse", 5, N), NF_OK);
     ck_assert_ptr_nonnull(nf_params_find(m.S, "t0.perm"));
     ck_assert_int_eq((int)m.P->n, 0);
@@ -316,28 +281,28 @@ START_TEST(test_permute_state)
     m.S->value[3] = 1;
     ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, NULL, N, m.ws), NF_OK);
     for (int i = 0; i < N; i++) ck_assert(ld[i] == 0);
-    unmake(&m);
+    nf_test_bij_free(&m);
 
     /* random: the same seed gives the same permutation, whether from seed= or from the rng */
     nf_real p[4][64];
     const char *opts[4] = {"order=random,seed=2385", "order=random,seed=2385", "order=random,seed=2386", "order=random"};
     const uint64_t rseed[4] = {1, 2, 1, 1};
     for (int r = 0; r < 4; r++) {
-        made_bij mm;
+        nf_test_bij mm;
         ck_assert_int_eq(make(&mm, "permute", 64, 0, opts[r], rseed[r], 1), NF_OK);
         memcpy(p[r], mm.S->value, sizeof p[r]);
         int seen[64] = {0};
         for (int j = 0; j < 64; j++) seen[(int)p[r][j]]++;
         for (int j = 0; j < 64; j++) ck_assert_int_eq(seen[j], 1);
-        unmake(&mm);
+        nf_test_bij_free(&mm);
     }
     ck_assert(memcmp(p[0], p[1], sizeof p[0]) == 0); /* seed= overrides the flow's rng */
     ck_assert(memcmp(p[0], p[2], sizeof p[0]) != 0);
     ck_assert(memcmp(p[0], p[3], sizeof p[0]) != 0);
-    made_bij again;
+    nf_test_bij again;
     ck_assert_int_eq(make(&again, "permute", 64, 0, "order=random", 1, 1), NF_OK);
     ck_assert(memcmp(again.S->value, p[3], sizeof p[3]) == 0);
-    unmake(&again);
+    nf_test_bij_free(&again);
 }
 END_TEST
 

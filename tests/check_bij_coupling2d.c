@@ -47,44 +47,9 @@ END_TEST
 
 /* ---- a bijector with its stores, for the specific tests ---- */
 
-typedef struct made_bij {
-    nf_bijector b;
-    nf_params *P, *S;
-    nf_real *ws;
-} made_bij;
-
-static int make(made_bij *m, int D, int C, const char *opts, uint64_t seed, int n)
+static int make(nf_test_bij *m, int D, int C, const char *opts, uint64_t seed, int n)
 {
-    memset(m, 0, sizeof *m);
-    m->P = nf_params_alloc();
-    m->S = nf_params_alloc();
-    nf_rng *rng = nf_rng_alloc(seed, 0);
-    int rc = nf_bijector_create(&m->b, nf_bijector_type_find("coupling2d"), D, C, "t0", opts, m->P, m->S, rng);
-    nf_rng_free(rng);
-    if (rc == NF_OK) {
-        size_t w = m->b.type->workspace(&m->b, n);
-        m->ws = calloc(w ? w : 1, sizeof(nf_real));
-    } else {
-        nf_params_free(m->P);
-        nf_params_free(m->S);
-        m->P = m->S = NULL;
-    }
-    return rc;
-}
-
-static void unmake(made_bij *m)
-{
-    nf_bijector_destroy(&m->b);
-    nf_params_free(m->P);
-    nf_params_free(m->S);
-    free(m->ws);
-}
-
-static void perturb(nf_params *P, double scale, uint64_t seed)
-{
-    nf_rng *r = nf_rng_alloc(seed, 0);
-    for (size_t i = 0; i < P->n; i++) P->value[i] += (nf_real)(scale * nf_rng_normal(r));
-    nf_rng_free(r);
+    return nf_test_bij_make(m, "coupling2d", D, C, opts, seed, n, 0);
 }
 
 START_TEST(test_zero_init_is_identity)
@@ -95,7 +60,7 @@ START_TEST(test_zero_init_is_identity)
     nf_test_fill_normal(x, N * D, 2.385, 3);
     nf_test_fill_normal(ctx, N * C, 1.7, 4);
     for (int o = 0; o < 3; o++) {
-        made_bij m;
+        nf_test_bij m;
         ck_assert_int_eq(make(&m, D, C, opts[o], 11, N), NF_OK);
         for (int i = 0; i < N; i++) ld[i] = ld2[i] = (nf_real)(0.375 * i - 1.2);
         ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, ctx, N, m.ws), NF_OK);
@@ -105,10 +70,10 @@ START_TEST(test_zero_init_is_identity)
         ck_assert_int_eq(m.b.type->inverse(&m.b, x2, ld2, y, ctx, N, m.ws), NF_OK);
         for (int k = 0; k < N * D; k++) ck_assert(x2[k] == x[k]);
         for (int i = 0; i < N; i++) ck_assert(ld2[i] == (nf_real)(0.375 * i - 1.2));
-        unmake(&m);
+        nf_test_bij_free(&m);
     }
     /* Glow's sigmoid scale starts at sigmoid(2), not at 1: y_t = x_t sigmoid(2), log-det its log per entry */
-    made_bij m;
+    nf_test_bij m;
     ck_assert_int_eq(make(&m, 24, 0, "h=3,w=4,c=2,scale=sigmoid", 11, N), NF_OK);
     memset(ld, 0, sizeof ld);
     ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, NULL, N, m.ws), NF_OK);
@@ -121,7 +86,7 @@ START_TEST(test_zero_init_is_identity)
                 ck_assert(fabs(y[k] - (odd ? x[k] * s2 : x[k])) < 1e-5 * (1 + fabs(y[k])));
             }
     }
-    unmake(&m);
+    nf_test_bij_free(&m);
 }
 END_TEST
 
@@ -147,9 +112,9 @@ START_TEST(test_mask_split)
         const int flip = strstr(rows[r].opts, "flip=1") != NULL, channel = strstr(rows[r].opts, "channel") != NULL;
         char opts[96];
         snprintf(opts, sizeof opts, "hidden=10,%s", rows[r].opts);
-        made_bij m;
+        nf_test_bij m;
         ck_assert_int_eq(make(&m, D, 0, opts, 5, N), NF_OK);
-        perturb(m.P, 0.4, 77);
+        nf_test_perturb(m.P, 0.4, 77);
         nf_test_fill_normal(x, (size_t)N * D, 1.45, 8);
         ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, NULL, N, m.ws), NF_OK);
         char cond[DMAX];
@@ -192,7 +157,7 @@ START_TEST(test_mask_split)
             moved += any;
         }
         ck_assert_msg(moved > 0, "%s: no conditioning entry moves the transformed ones", opts);
-        unmake(&m);
+        nf_test_bij_free(&m);
     }
 }
 END_TEST
@@ -204,16 +169,16 @@ START_TEST(test_context_matters)
     nf_real x[N * D], y[N * D], ctx[N * C] = {1, 0, 0, 0, 0, 1}, ld[N] = {0};
     nf_test_fill_normal(x, D, 1.2, 8);
     memcpy(x + D, x, D * sizeof(nf_real));
-    made_bij m;
+    nf_test_bij m;
     ck_assert_int_eq(make(&m, D, C, "h=3,w=4,c=2,hidden=8", 5, N), NF_OK);
-    perturb(m.P, 0.3, 9);
+    nf_test_perturb(m.P, 0.3, 9);
     ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, ctx, N, m.ws), NF_OK);
     double diff = 0;
     for (int e = 0; e < D; e++) diff += fabs(y[e] - y[D + e]);
     ck_assert_msg(diff > 1e-3, "the same image under two classes maps to the same latent (|diff| = %g)", diff);
     ck_assert(fabs(ld[0] - ld[1]) > 1e-6);
     ck_assert_ptr_nonnull(nf_params_find(m.P, "t0.net.ctx.weight"));
-    unmake(&m);
+    nf_test_bij_free(&m);
 }
 END_TEST
 
@@ -225,7 +190,7 @@ START_TEST(test_soft_clamp)
     nf_real x[N * D], y[N * D], x2[N * D], ld[N], ld2[N];
     nf_test_fill_normal(x, N * D, 1.3, 9);
     for (int sign = -1; sign <= 1; sign += 2) {
-        made_bij m;
+        nf_test_bij m;
         ck_assert_int_eq(make(&m, D, 0, "h=3,w=4,c=2,mask=channel,hidden=8,clamp=2.25", 5, N), NF_OK);
         const nf_param_slice *bias = nf_params_find(m.P, "t0.net.out.bias");
         ck_assert_ptr_nonnull(bias);
@@ -244,7 +209,7 @@ START_TEST(test_soft_clamp)
         ck_assert_int_eq(m.b.type->inverse(&m.b, x2, ld2, y, NULL, N, m.ws), NF_OK);
         for (int k = 0; k < N * D; k++) ck_assert(fabs(x2[k] - x[k]) < 1e-4 * (1 + fabs(x[k])));
         for (int i = 0; i < N; i++) ck_assert(fabs(ld[i] + ld2[i]) < 1e-4);
-        unmake(&m);
+        nf_test_bij_free(&m);
     }
 }
 END_TEST
@@ -258,9 +223,9 @@ START_TEST(test_backward_accumulates)
     nf_test_fill_normal(ctx, N * C, 0.9, 2);
     nf_test_fill_normal(dy, N * D, 0.7, 3);
     nf_test_fill_normal(u, N, 0.8, 4);
-    made_bij m;
+    nf_test_bij m;
     ck_assert_int_eq(make(&m, D, C, "h=3,w=4,c=2,hidden=6", 5, N), NF_OK);
-    perturb(m.P, 0.3, 6);
+    nf_test_perturb(m.P, 0.3, 6);
     ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, ctx, N, m.ws), NF_OK);
     nf_params_zero_grad(m.P);
     ck_assert_int_eq(m.b.type->backward(&m.b, dx, dctx, dy, u, x, y, ctx, N, m.ws), NF_OK);
@@ -276,7 +241,7 @@ START_TEST(test_backward_accumulates)
     for (int i = 0; i < N; i++)
         for (int k = 24; k < D; k++) ck_assert(dx1[i * D + k] == dy[i * D + k]);
     free(g1);
-    unmake(&m);
+    nf_test_bij_free(&m);
 }
 END_TEST
 
@@ -297,17 +262,17 @@ START_TEST(test_bad_options)
         {"h=2,w=2,c=1,depth=3", 4, "depth"},
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
-        made_bij m;
+        nf_test_bij m;
         ck_assert_int_eq(make(&m, rows[r].D, 0, rows[r].opts, 1, 2), NF_EINVAL);
         ck_assert_msg(strstr(nf_strerror_last(), rows[r].says) != NULL, "%s: message '%s' does not say '%s'",
                       rows[r].opts, nf_strerror_last(), rows[r].says);
     }
     /* c defaults to D / (h*w), the rest of D passing through */
-    made_bij m;
+    nf_test_bij m;
     ck_assert_int_eq(make(&m, 24, 0, "h=3,w=4,mask=channel", 1, 2), NF_OK);
-    unmake(&m);
+    nf_test_bij_free(&m);
     ck_assert_int_eq(make(&m, 27, 0, "h=3,w=4,mask=channel", 1, 2), NF_OK);
-    unmake(&m);
+    nf_test_bij_free(&m);
 }
 END_TEST
 

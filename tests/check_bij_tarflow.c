@@ -36,34 +36,9 @@ START_TEST(test_table)
 }
 END_TEST
 
-typedef struct made_bij {
-    nf_bijector b;
-    nf_params *P, *S;
-    nf_real *ws;
-} made_bij;
-
-static int make(made_bij *m, int D, int C, const char *opts, uint64_t seed, int n, double noise)
+static int make(nf_test_bij *m, int D, int C, const char *opts, uint64_t seed, int n, double noise)
 {
-    memset(m, 0, sizeof *m);
-    m->P = nf_params_alloc();
-    m->S = nf_params_alloc();
-    nf_rng *rng = nf_rng_alloc(seed, 0);
-    int rc = nf_bijector_create(&m->b, nf_bijector_type_find("tarflow"), D, C, "t0", opts, m->P, m->S, rng);
-    if (rc == NF_OK) {
-        for (size_t i = 0; i < m->P->n; i++) m->P->value[i] += (nf_real)(noise * nf_rng_normal(rng));
-        size_t w = m->b.type->workspace(&m->b, n);
-        m->ws = calloc(w ? w : 1, sizeof(nf_real));
-    }
-    nf_rng_free(rng);
-    return rc;
-}
-
-static void unmake(made_bij *m)
-{
-    nf_bijector_destroy(&m->b);
-    nf_params_free(m->P);
-    nf_params_free(m->S);
-    free(m->ws);
+    return nf_test_bij_make(m, "tarflow", D, C, opts, seed, n, noise);
 }
 
 /* Jacobi and the cached token-by-token solve give the same x and log-determinant; both invert the
@@ -72,7 +47,7 @@ START_TEST(test_jacobi_equals_sequential)
 {
     enum { N = 7, D = 64 + 3, C = 3 };
     const int T = 16; /* 8 x 8 x 1 in 2 x 2 patches */
-    made_bij m;
+    nf_test_bij m;
     ck_assert_msg(make(&m, D, C, "h=8,w=8,c=1,patch=2,width=16,heads=2,layers=2", 5, N, 0.15) == NF_OK, "%s",
                   nf_strerror_last());
     nf_real z[N * D], xs[N * D], xj[N * D], back[N * D], ctx[N * C], lds[N], ldj[N], ldf[N];
@@ -97,7 +72,7 @@ START_TEST(test_jacobi_equals_sequential)
                       (double)back[k], (double)z[k]);
     for (int i = 0; i < N; i++) ck_assert_msg(fabs(ldf[i] + lds[i]) < tol * 10, "log-dets %g and %g", ldf[i], lds[i]);
     for (int k = 64; k < D; k++) ck_assert(xs[k] == z[k] && xj[k] == z[k]);
-    unmake(&m);
+    nf_test_bij_free(&m);
 }
 END_TEST
 
@@ -106,7 +81,7 @@ END_TEST
 START_TEST(test_guidance)
 {
     enum { N = 4, D = 16, C = 3 };
-    made_bij m;
+    nf_test_bij m;
     ck_assert_int_eq(make(&m, D, C, "h=4,w=4,c=1,patch=2,width=8,heads=2,layers=2", 13, N, 0.3), NF_OK);
     nf_real z[N * D], ctx[N * C] = {0}, x0[N * D], xs[N * D], xj[N * D], ld[N] = {0};
     nf_test_fill_normal(z, N * D, 1.0, 17);
@@ -127,7 +102,7 @@ START_TEST(test_guidance)
     double d = 0;
     for (int k = 0; k < N * D; k++) d = fmax(d, fabs(xs[k] - xj[k]));
     ck_assert_msg(d < (sizeof(nf_real) == 4 ? 2e-4 : 1e-9), "guided Jacobi vs sequential: %g", d);
-    unmake(&m);
+    nf_test_bij_free(&m);
 }
 END_TEST
 
@@ -137,7 +112,7 @@ START_TEST(test_autoregressive_over_tokens)
 {
     for (int rev = 0; rev < 2; rev++) {
         enum { N = 1, D = 16 };
-        made_bij m;
+        nf_test_bij m;
         char opts[128];
         snprintf(opts, sizeof opts, "h=4,w=4,c=1,patch=2,width=8,heads=2,layers=2,reverse=%d", rev);
         ck_assert_int_eq(make(&m, D, 0, opts, 9, N, 0.2), NF_OK);
@@ -161,14 +136,14 @@ START_TEST(test_autoregressive_over_tokens)
             }
             ck_assert_msg(y1[p] != y0[p], "input %d does not move its own output", p);
         }
-        unmake(&m);
+        nf_test_bij_free(&m);
     }
 }
 END_TEST
 
 #ifdef NF_DOUBLE
 /* L = sum(a y) + sum(c logdet) + sum(v h), h the block's hidden state after the forward. */
-static double hook_loss(made_bij *m, const nf_real *x, const nf_real *ctx, const nf_real *a, const nf_real *v, int n, int D,
+static double hook_loss(nf_test_bij *m, const nf_real *x, const nf_real *ctx, const nf_real *a, const nf_real *v, int n, int D,
                         size_t nh)
 {
     nf_real y[64], ld[4] = {0};
@@ -183,7 +158,7 @@ static double hook_loss(made_bij *m, const nf_real *x, const nf_real *ctx, const
 }
 
 /* Fourth-order central difference of hook_loss in the entry *p. */
-static double hook_fd(made_bij *m, nf_real *p, const nf_real *x, const nf_real *ctx, const nf_real *a, const nf_real *v,
+static double hook_fd(nf_test_bij *m, nf_real *p, const nf_real *x, const nf_real *ctx, const nf_real *a, const nf_real *v,
                       int n, int D, size_t nh)
 {
     const nf_real p0 = *p, h = 1e-4;
@@ -204,7 +179,7 @@ START_TEST(test_hidden_state_hooks)
 {
     for (int rev = 0; rev < 2; rev++) {
         enum { N = 2, D = 16, C = 2 };
-        made_bij m;
+        nf_test_bij m;
         char opts[128];
         snprintf(opts, sizeof opts, "h=4,w=4,c=1,patch=2,width=6,heads=2,layers=1,reverse=%d", rev);
         ck_assert_int_eq(make(&m, D, C, opts, 19 + rev, N, 0.3), NF_OK);
@@ -239,7 +214,7 @@ START_TEST(test_hidden_state_hooks)
         /* an inverse overwrites the forward's caches: no hidden state then */
         ck_assert_int_eq(m.b.type->inverse(&m.b, x, ld, y, ctx, N, m.ws), NF_OK);
         ck_assert(nf_tarflow_hidden(&m.b, N) == NULL);
-        unmake(&m);
+        nf_test_bij_free(&m);
     }
 }
 END_TEST
@@ -247,7 +222,7 @@ END_TEST
 START_TEST(test_new_block_is_identity)
 {
     enum { N = 3, D = 18 };
-    made_bij m;
+    nf_test_bij m;
     ck_assert_int_eq(make(&m, D, 2, "h=4,w=4,c=1,patch=2,width=8,heads=2", 3, N, 0), NF_OK);
     nf_real x[N * D], y[N * D], ctx[N * 2], ld[N] = {0.5, -1, 2};
     nf_test_fill_normal(x, N * D, 2.385, 1);
@@ -255,21 +230,21 @@ START_TEST(test_new_block_is_identity)
     ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, ctx, N, m.ws), NF_OK);
     for (int k = 0; k < N * D; k++) ck_assert(y[k] == x[k]);
     ck_assert(ld[0] == (nf_real)0.5 && ld[1] == -1 && ld[2] == 2);
-    unmake(&m);
+    nf_test_bij_free(&m);
 }
 END_TEST
 
 START_TEST(test_bad_options)
 {
-    made_bij m;
+    nf_test_bij m;
     ck_assert_int_eq(make(&m, 16, 0, "h=4,w=4,c=1,patch=3", 1, 1, 0), NF_EINVAL);
     ck_assert_msg(strstr(nf_strerror_last(), "patch=3"), "%s", nf_strerror_last());
-    unmake(&m);
+    nf_test_bij_free(&m);
     ck_assert_int_eq(make(&m, 16, 0, "h=4,w=4,c=1,width=10,heads=4", 1, 1, 0), NF_EINVAL);
     ck_assert_msg(strstr(nf_strerror_last(), "heads=4"), "%s", nf_strerror_last());
-    unmake(&m);
+    nf_test_bij_free(&m);
     ck_assert_int_eq(make(&m, 12, 0, "h=4,w=4,c=1", 1, 1, 0), NF_EINVAL);
-    unmake(&m);
+    nf_test_bij_free(&m);
 }
 END_TEST
 

@@ -502,3 +502,41 @@ void nf_check_bijector_all_inputs(const nf_bij_case *c, const nf_bij_inputs *in)
 }
 
 void nf_check_bijector_all(const nf_bij_case *c) { nf_check_bijector_all_inputs(c, NULL); }
+
+int nf_test_bij_make(nf_test_bij *m, const char *type, int D, int C, const char *opts, uint64_t seed, int n,
+                     double noise)
+{
+    memset(m, 0, sizeof *m);
+    m->P = nf_params_alloc();
+    m->S = nf_params_alloc();
+    nf_rng *rng = nf_rng_alloc(seed, 0);
+    int rc = nf_bijector_create(&m->b, nf_bijector_type_find(type), D, C, "t0", opts, m->P, m->S, rng);
+    if (rc == NF_OK) {
+        for (size_t i = 0; noise > 0 && i < m->P->n; i++) m->P->value[i] += (nf_real)(noise * nf_rng_normal(rng));
+        size_t w = m->b.type->workspace(&m->b, n);
+        m->ws = calloc(w ? w : 1, sizeof(nf_real));
+    } else {
+        nf_params_free(m->P);
+        nf_params_free(m->S);
+        m->P = m->S = NULL;
+    }
+    nf_rng_free(rng);
+    return rc;
+}
+
+void nf_test_bij_free(nf_test_bij *m)
+{
+    nf_bijector_destroy(&m->b);
+    nf_params_free(m->P);
+    nf_params_free(m->S);
+    free(m->ws);
+    m->P = m->S = NULL;
+    m->ws = NULL;
+}
+
+void nf_test_perturb(nf_params *P, double scale, uint64_t seed)
+{
+    nf_rng *r = nf_rng_alloc(seed, 0);
+    for (size_t i = 0; i < P->n; i++) P->value[i] += (nf_real)(scale * nf_rng_normal(r));
+    nf_rng_free(r);
+}

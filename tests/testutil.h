@@ -57,4 +57,19 @@ void nf_check_bijector_all(const nf_bij_case *c);
 /* The same on inputs drawn as `in` says (NULL: as nf_check_bijector_all). */
 void nf_check_bijector_all_inputs(const nf_bij_case *c, const nf_bij_inputs *in);
 
+/* A bijector with its own stores and a workspace for n rows, for a suite's specific tests: type by
+ * name, dimension D, context C, options, built with the stream `seed`, then (noise > 0) every
+ * parameter moved by noise * N(0, 1) from the same stream so the map is not the identity.  Returns
+ * the create's code (the stores are freed on failure); nf_test_bij_free(NULL-safe fields) after. */
+typedef struct nf_test_bij {
+    nf_bijector b;
+    nf_params *P, *S;
+    nf_real *ws;
+} nf_test_bij;
+int nf_test_bij_make(nf_test_bij *m, const char *type, int D, int C, const char *opts, uint64_t seed, int n,
+                     double noise);
+void nf_test_bij_free(nf_test_bij *m);
+/* P's values += scale * N(0, 1) from a stream of its own. */
+void nf_test_perturb(nf_params *P, double scale, uint64_t seed);
+
 #endif
