@@ -14,6 +14,7 @@
 #include "datasets/source.h"
 #include "distributions/target.h"
 #include "training/model_dependent.h"
+#include "training/model_image.h"
 #include "training/model_file.h"
 
 static const char *const INFO_HELP =
@@ -44,7 +45,8 @@ static void print_names(const char *label, char *const *names, size_t n)
     printf("%s\n", n > 20 ? ", ..." : "");
 }
 
-static void print_history(nf_h5 *f)
+/* bits: the kind's metric is -bits/dim (images): shown as bits/dim. */
+static void print_history(nf_h5 *f, int bits)
 {
     double *ll = NULL, *val = NULL, *ep = NULL, *sec = NULL;
     int64_t *step = NULL;
@@ -60,11 +62,12 @@ static void print_history(nf_h5 *f)
     } else {
         printf("history         %zu evaluations; last: step %lld, epoch %.2f, %.1f s\n", n, (long long)step[n - 1],
                ep[n - 1], sec[n - 1]);
-        printf("   %8s %8s %12s %12s\n", "step", "epoch", "train ll", "val ll");
+        printf("   %8s %8s %12s %12s\n", "step", "epoch", bits ? "train bpd" : "train ll", bits ? "val bpd" : "val ll");
         size_t show = n < 8 ? n : 8;
         for (size_t k = 0; k < show; k++) {
             size_t i = n <= 8 ? k : (k * (n - 1)) / (show - 1);
-            printf("   %8lld %8.2f %12.4f %12.4f\n", (long long)step[i], ep[i], ll[i], val[i]);
+            const double sg = bits ? -1 : 1;
+            printf("   %8lld %8.2f %12.4f %12.4f\n", (long long)step[i], ep[i], sg * ll[i], sg * val[i]);
         }
     }
     free(step);
@@ -95,6 +98,30 @@ static void print_dependence(const nf_model *m)
         printf("%s\n", np > 8 ? " ..." : "");
     }
     nf_error_clear();
+}
+
+/* An image model's images and architecture (and its alignment). */
+static void print_image(const nf_model *m)
+{
+    const nf_image_config *c = nf_model_image_config(m);
+    if (!c) return;
+    printf("images          %dx%dx%d, %d grey levels", c->h, c->w, c->c, c->levels);
+    if (c->classes) printf(", conditional on %d classes (trained with the empty class %.0f%% of the time)", c->classes,
+                           100 * c->label_drop);
+    printf("\n");
+    printf("architecture    %s", nf_image_arch_name(c->arch));
+    if (c->arch == NF_IMAGE_GLOW || c->arch == NF_IMAGE_REALNVP)
+        printf(": %d scales, %d steps per scale, %d conditioner channels", c->scales, c->steps, c->hidden);
+    else if (c->arch == NF_IMAGE_TARFLOW)
+        printf(": %d blocks of %d layers, width %d, %d heads, %dx%d patches (%d tokens)", c->blocks, c->layers, c->width,
+               c->heads, c->patch, c->patch, (c->h / c->patch) * (c->w / c->patch));
+    printf("; training noise %g\n", c->noise);
+    if (c->align) {
+        char layers[256];
+        nf_image_align_layers_format(c->align_layers, layers, sizeof layers);
+        printf("alignment       generative blocks %s to a frozen %d-class encoder, weight %g\n", layers,
+               c->align_classes, c->align_weight);
+    }
 }
 
 static int info_model(const char *path)
@@ -134,6 +161,7 @@ static int info_model(const char *path)
         printf("\n");
     }
     if (model->type == &nf_model_dependent) print_dependence(model);
+    print_image(model);
     printf("parameters      %zu trainable, %zu state values\n", model->P->n, model->S->n);
     if (meta.data_path[0]) {
         printf("data            %s:%s (%ld training samples", meta.data_path, meta.data_dataset, meta.n_train);
@@ -157,9 +185,15 @@ static int info_model(const char *path)
         nf_h5_attr_get_double(f, "/training/checkpoint", "best_val", &bval);
         printf("training        %s, lr %g (%s schedule), batch %.0f, seed %.0f, limit %.0f steps%s\n", opt, lr, sched,
                batch, seed, steps, epochs > 0 ? " or epochs" : "");
-        printf("progress        step %.0f; %s\n", step, reason[0] ? reason : "not finished (resume with nf fit --resume)");
-        if (bstep >= 0 && isfinite(bval)) printf("best validation %.5f nats (step %.0f)\n", bval, bstep);
-        print_history(f);
+        const char *cmd = model->type->command;
+        if (reason[0]) printf("progress        step %.0f; %s\n", step, reason);
+        else if (!strncmp(cmd, "nf fit", 6))
+            printf("progress        step %.0f; not finished (resume with nf fit --resume %s)\n", step, path);
+        else printf("progress        step %.0f; not finished (resume with %s fit --resume %s)\n", step, cmd, path);
+        int bits = !strcmp(model->type->metric, "neg_bits_per_dim");
+        if (bstep >= 0 && isfinite(bval))
+            printf("best validation %.5f %s (step %.0f)\n", bits ? -bval : bval, bits ? "bits/dim" : "nats", bstep);
+        print_history(f, bits);
     }
     nf_error_clear();
     nf_h5_close(f);

@@ -30,7 +30,9 @@ check "sample writes a PNG grid and the images ($(head -c 160 "$T/err"))" test -
 nfrun image sample g.h5 -n 16 --seed 2 -o g2.png 2>/dev/null
 check "the same seed gives the same picture" cmp -s g.png g2.png
 nfrun info g.h5 >"$T/info" 2>&1
-check "info shows the image kind" grep -q '^kind *image' "$T/info"
+check "info shows the image kind, the images and bits/dim" \
+    bash -c "grep -q '^kind *image' '$T/info' && grep -q '^images *8x8x1, 17 grey levels' '$T/info' &&
+             grep -q '^architecture *glow: 1 scales' '$T/info' && grep -q '^best validation .* bits/dim' '$T/info'"
 for c in eval sample logprob; do
     case $c in sample) args=(g.h5 -n 2 -o x.h5) ;; logprob) args=(g.h5 digits.test.h5 -o x.h5) ;; *) args=(g.h5 digits.test.h5) ;; esac
     nfrun "$c" "${args[@]}" >/dev/null 2>"$T/err"
@@ -100,10 +102,10 @@ rc=$?
 check "an aligned block the flow lacks: exit 1 naming the blocks" bash -c "[ $rc = 1 ] && grep -q '0..1' '$T/err' && [ ! -e x.h5 ]"
 
 # ---- stop and resume ----------------------------------------------------------------------------
-"$NF" image fit digits.train.h5 "${GLOW[@]}" --steps 800 --patience 0 --checkpoint-every 10 -o r.h5 2>"$T/bg.err" &
+"$NF" image fit digits.train.h5 "${GLOW[@]}" --steps 3000 --patience 0 --checkpoint-every 10 -o r.h5 2>"$T/bg.err" &
 pid=$!
 BG_PIDS="$BG_PIDS $pid"
-sleep 1.5
+sleep 1
 kill -TERM "$pid" 2>/dev/null
 wait_bg "$pid" 60
 st=$?
@@ -114,7 +116,7 @@ else
     nfrun image fit --resume r.h5 --threads 1 --quiet 2>"$T/err" >/dev/null
     rsteps=$(nfrun info r.h5 2>&1 | sed -n 's/^progress *step \([0-9]*\).*/\1/p')
     # the uninterrupted run, to the same step count
-    nfrun image fit digits.train.h5 "${GLOW[@]}" --steps 800 --patience 0 --checkpoint-every 10 -o ref.h5 \
+    nfrun image fit digits.train.h5 "${GLOW[@]}" --steps 3000 --patience 0 --checkpoint-every 10 -o ref.h5 \
         2>/dev/null >/dev/null
     e1=$(nfrun image eval r.h5 digits.test.h5 --json 2>&1)
     e2=$(nfrun image eval ref.h5 digits.test.h5 --json 2>&1)
