@@ -128,18 +128,12 @@ static int image_info(const char *path, nf_image_config *c)
 {
     nf_h5 *f = NULL;
     NF_TRY(nf_h5_open(&f, path, NULL, 0));
-    int64_t shape[3] = {0}, levels = 0;
-    int rc = nf_h5_attr_exists(f, "/x", "image_shape")
-                 ? NF_OK
-                 : nf_error(NF_EDATA, "%s: /x has no image_shape attribute; expected an image data file "
-                                      "(nf data make shapes|digits, nf data import of PNGs or an image NPY)", path);
-    if (rc == NF_OK) rc = nf_h5_attr_get_int64s(f, "/x", "image_shape", shape, 3);
-    if (rc == NF_OK) rc = nf_h5_attr_get_int64(f, "/x", "levels", &levels);
-    if (rc == NF_OK && (shape[0] < 1 || shape[1] < 1 || shape[2] < 1 || shape[0] * shape[1] * shape[2] > (1 << 20) ||
-                        levels < 2 || levels > 65536))
-        rc = nf_error(NF_EDATA, "%s: image shape %lldx%lldx%lld with %lld levels; expected positive sides and 2..65536 levels",
-                      path, (long long)shape[0], (long long)shape[1], (long long)shape[2], (long long)levels);
-    if (rc == NF_OK) c->h = (int)shape[0], c->w = (int)shape[1], c->c = (int)shape[2], c->levels = (int)levels;
+    int rank;
+    size_t dims[2];
+    nf_image_info info;
+    int rc = nf_h5_shape(f, "/x", &rank, dims);
+    if (rc == NF_OK) rc = nf_image_info_read(f, dims[0], dims[1], &info);
+    if (rc == NF_OK) c->h = info.h, c->w = info.w, c->c = info.c, c->levels = info.levels;
     nf_h5_close(f);
     return rc;
 }
