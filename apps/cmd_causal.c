@@ -298,7 +298,7 @@ static int cmd_fit(int argc, char **argv)
     if (resume && pos[0]) return cli_usage_error(cmd, "--resume takes the model file only (the data path is stored in it)");
     if (!resume && !pos[0]) return cli_usage_error(cmd, "no data file given (expected: nf causal fit DATA.h5 -o MODEL.h5)");
     if (!resume && !out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
-    /* under mpirun every process loads the units and computes its part of each batch */
+    /* under mpirun each process computes the units of each batch that it holds */
     if ((urc = app_mpi_start(cmd)) != 0) return urc;
     if (app_mpi_rank() != 0) quiet = 1;
     cli_set_threads(threads);
@@ -306,7 +306,6 @@ static int cmd_fit(int argc, char **argv)
     nf_model *m = NULL;
     nf_source *all = NULL, *train = NULL, *val = NULL;
     nf_model_meta meta = {0};
-    nf_causal_data d = {0};
     const char *data = pos[0];
     char dsets[128], *save = NULL;
     int rc = register_kind(), status = 1;
@@ -331,13 +330,14 @@ static int cmd_fit(int argc, char **argv)
         tc.schedule.total = tc.max_steps;
         mc.seed = (uint64_t)seed;
     }
-    if (rc == NF_OK) rc = nf_causal_load(&d, data, xds, ads, yds);
-    if (rc == NF_OK) rc = nf_causal_source(&all, &d);
+    /* under mpirun each process reads its share of the units (by hyperslab) */
+    if (rc == NF_OK) rc = nf_causal_source_share(&all, data, xds, ads, yds, app_mpi_rank(), app_mpi_size());
     if (rc == NF_OK) rc = nf_source_split(all, val_frac, tc.seed, &val, &train);
-    if (rc == NF_OK && !m) rc = nf_model_causal_create(&m, &mc, train);
+    if (rc == NF_OK && !m) rc = nf_model_causal_create_shared(&m, &mc, train, app_mpi_comm());
     char dataset[sizeof meta.data_dataset] = "";
     if (!resume) snprintf(dataset, sizeof dataset, "%s,%s,%s", xds, ads, yds);
-    causal_describe_ctx dc = {.cmd = cmd, .train = train, .val = val, .dx = d.dx, .steps = tc.max_steps};
+    causal_describe_ctx dc = {.cmd = cmd, .train = train, .val = val, .dx = all ? all->ctx_dim - 1 : 0,
+                              .steps = tc.max_steps};
     const app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = data, .dataset = dataset,
                             .val_frac = val_frac, .model = m, .meta = &meta, .tc = &tc, .train = train, .val = val,
                             .quiet = quiet, .describe = causal_describe, .user = &dc};
@@ -346,7 +346,6 @@ static int cmd_fit(int argc, char **argv)
     nf_source_free(train);
     nf_source_free(val);
     nf_source_free(all);
-    nf_causal_data_free(&d);
     return app_mpi_end(status);
 }
 

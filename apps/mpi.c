@@ -48,12 +48,23 @@ static int sum_real(void *user, nf_real *buf, size_t n)
     return NF_OK;
 }
 
+static int reduce_double(double *buf, size_t n, MPI_Op op)
+{
+    if (MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, op, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return nf_error(NF_EIO, "MPI_Allreduce of %zu values failed", n);
+    return NF_OK;
+}
+
 static int sum_double(void *user, double *buf, size_t n)
 {
     (void)user;
-    if (MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
-        return nf_error(NF_EIO, "MPI_Allreduce of %zu values failed", n);
-    return NF_OK;
+    return reduce_double(buf, n, MPI_SUM);
+}
+
+static int max_double(void *user, double *buf, size_t n)
+{
+    (void)user;
+    return reduce_double(buf, n, MPI_MAX);
 }
 #endif
 
@@ -69,7 +80,8 @@ int app_mpi_start(const char *cmd)
     started = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    comm = (nf_train_comm){.rank = rank, .size = size, .sum_real = sum_real, .sum_double = sum_double};
+    comm = (nf_train_comm){.rank = rank, .size = size, .sum_real = sum_real, .sum_double = sum_double,
+                           .max_double = max_double};
     return 0;
 #else
     fprintf(stderr, "nf %s: mpirun started %d processes, but this nf was built without MPI (install Open MPI, e.g. "

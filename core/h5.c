@@ -579,6 +579,24 @@ int nf_h5_check_stored(nf_h5 *f, const char *path)
     return rc;
 }
 
+/* Open a dataset of numbers (any stored integer or float type) whose values are all stored: its
+ * rank and dims (dims[1] = 1 for rank 1).  d is closed on failure. */
+static int open_numeric(nf_h5 *f, const char *path, hid_t *d, int *rank, size_t dims[2])
+{
+    NF_TRY(open_dataset(f, path, "a numeric array", d));
+    hid_t t = H5Dget_type(*d);
+    H5T_class_t c = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
+    size_t fsize = t < 0 ? 0 : H5Tget_size(t);
+    if (t >= 0) H5Tclose(t);
+    int rc = c == H5T_INTEGER || c == H5T_FLOAT
+                 ? dataset_shape(f, path, *d, rank, dims)
+                 : nf_error(NF_EFORMAT, "%s: dataset %s holds %s, not numbers", f->path, path,
+                            c == H5T_STRING ? "strings" : "a compound or other non-numeric type");
+    if (rc == NF_OK) rc = check_stored(f, path, *d, dims[0] * dims[1], fsize);
+    if (rc != NF_OK) H5Dclose(*d);
+    return rc;
+}
+
 /* Read rows [first, first + nrows) (nrows SIZE_MAX: to the end) of a numeric dataset of any stored
  * type into a new array of mtype (elsize bytes each): a hyperslab of whole rows, so a process of a
  * parallel run reads its share only.  *rows receives the rows read, *total the dataset's rows. */
@@ -587,24 +605,15 @@ static int read_array_rows(nf_h5 *f, const char *path, hid_t mtype, size_t elsiz
 {
     *x = NULL;
     hid_t d;
-    NF_TRY(open_dataset(f, path, "a numeric array", &d));
-    int rank, rc;
+    int rank, rc = NF_OK;
     size_t dims[2];
-    hid_t t = H5Dget_type(d);
-    H5T_class_t c = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
-    size_t fsize = t < 0 ? 0 : H5Tget_size(t);
-    if (t >= 0) H5Tclose(t);
-    if (c != H5T_INTEGER && c != H5T_FLOAT)
-        rc = nf_error(NF_EFORMAT, "%s: dataset %s holds %s, not numbers", f->path, path,
-                      c == H5T_STRING ? "strings" : "a compound or other non-numeric type");
-    else rc = dataset_shape(f, path, d, &rank, dims);
+    NF_TRY(open_numeric(f, path, &d, &rank, dims));
     if (rc == NF_OK && dims[1] && dims[0] > SIZE_MAX / dims[1] / elsize)
         rc = nf_error(NF_ENOMEM, "%s: dataset %s (%zu x %zu) is too large for memory", f->path, path, dims[0], dims[1]);
     if (rc == NF_OK && first > dims[0])
         rc = nf_error(NF_EINVAL, "%s: dataset %s has %zu rows; row %zu does not exist", f->path, path, dims[0], first);
     if (rc == NF_OK && nrows > dims[0] - first) nrows = dims[0] - first;
     size_t count = rc == NF_OK ? nrows * dims[1] : 0;
-    if (rc == NF_OK) rc = check_stored(f, path, d, dims[0] * dims[1], fsize);
     if (rc == NF_OK && !(*x = malloc(count ? count * elsize : elsize)))
         rc = nf_error(NF_ENOMEM, "%s: out of memory reading dataset %s (%zu x %zu)", f->path, path, nrows, dims[0]);
     hid_t fs = -1, ms = -1;
@@ -632,6 +641,56 @@ static int read_array_rows(nf_h5 *f, const char *path, hid_t mtype, size_t elsiz
     *rows = nrows;
     *cols = dims[1];
     if (total) *total = dims[0];
+    return NF_OK;
+}
+
+/* Rows rows[0..n-1] (any order, repeats allowed; ascending walks the file forwards) of a numeric
+ * dataset into a new (n, cols) array of doubles: an HDF5 point selection of every entry of those
+ * rows, transferred in the order the points are listed. */
+int nf_h5_read_double_points(nf_h5 *f, const char *path, const size_t *rows, size_t n, double **x, size_t *cols)
+{
+    *x = NULL;
+    hid_t d;
+    int rank, rc = NF_OK;
+    size_t dims[2];
+    NF_TRY(open_numeric(f, path, &d, &rank, dims));
+    for (size_t i = 0; rc == NF_OK && i < n; i++)
+        if (rows[i] >= dims[0])
+            rc = nf_error(NF_EINVAL, "%s: dataset %s has %zu rows; row %zu does not exist", f->path, path, dims[0],
+                          rows[i]);
+    if (rc == NF_OK && dims[1] && n > SIZE_MAX / dims[1] / (2 * sizeof(hsize_t)))
+        rc = nf_error(NF_ENOMEM, "%s: %zu rows of dataset %s are too many to select", f->path, n, path);
+    const size_t count = rc == NF_OK ? n * dims[1] : 0, r = rank == 1 ? 1 : 2;
+    hsize_t *coord = count ? malloc(count * r * sizeof *coord) : NULL;
+    if (rc == NF_OK && (!(*x = malloc((count ? count : 1) * sizeof **x)) || (count && !coord)))
+        rc = nf_error(NF_ENOMEM, "%s: out of memory reading %zu rows of dataset %s", f->path, n, path);
+    for (size_t i = 0, k = 0; rc == NF_OK && i < n; i++)
+        for (size_t j = 0; j < dims[1]; j++, k++) {
+            coord[k * r] = rows[i];
+            if (r == 2) coord[k * r + 1] = j;
+        }
+    hid_t fs = -1, ms = -1;
+    herr_t e = 0;
+    if (rc == NF_OK && count) {
+        hsize_t mn = count;
+        fs = H5Dget_space(d);
+        ms = H5Screate_simple(1, &mn, NULL);
+        e = fs < 0 || ms < 0 ? -1 : H5Sselect_elements(fs, H5S_SELECT_SET, count, coord);
+        if (e >= 0) e = H5Dread(d, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, *x);
+    }
+    if (fs >= 0) H5Sclose(fs);
+    if (ms >= 0) H5Sclose(ms);
+    free(coord);
+    if (rc == NF_OK && e < 0)
+        rc = nf_error(NF_EIO, "%s: cannot read dataset %s (damaged file: a checksum or structure error)", f->path,
+                      path);
+    H5Dclose(d);
+    if (rc != NF_OK) {
+        free(*x);
+        *x = NULL;
+        return rc;
+    }
+    *cols = dims[1];
     return NF_OK;
 }
 

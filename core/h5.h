@@ -53,6 +53,9 @@ int nf_h5_read_double_rows(nf_h5 *f, const char *path, size_t first, size_t n, d
                            size_t *total);
 int nf_h5_read_int64_rows(nf_h5 *f, const char *path, size_t first, size_t n, int64_t **x, size_t *rows, size_t *cols,
                           size_t *total);
+/* Rows rows[0..n-1] of a dataset, in that order (ascending reads fastest), as an (n, *cols) array of
+ * doubles: the scattered units of a data set that a process of a parallel run does not hold. */
+int nf_h5_read_double_points(nf_h5 *f, const char *path, const size_t *rows, size_t n, double **x, size_t *cols);
 int nf_h5_read_bytes(nf_h5 *f, const char *path, void **bytes, size_t *n);
 /* *s receives n malloc'd strings in one malloc'd array; free with nf_h5_strings_free. */
 int nf_h5_read_strings(nf_h5 *f, const char *path, char ***s, size_t *n);

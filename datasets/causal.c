@@ -249,27 +249,39 @@ int nf_causal_make(nf_causal_data *d, const char *family, size_t n, double shift
     return rc;
 }
 
-int nf_causal_validate(const nf_causal_data *d, const char *what)
+int nf_causal_validate_units(const nf_causal_data *d, size_t first, const char *what)
 {
-    if (d->n < 2) return nf_error(NF_EDATA, "%s: %zu units (expected at least 2)", what, d->n);
-    size_t n1 = 0;
     for (size_t i = 0; i < d->n; i++) {
         if (d->a[i] != 0 && d->a[i] != 1)
-            return nf_error(NF_EDATA, "%s: treatment of unit %zu is %g (expected 0 or 1)", what, i, d->a[i]);
-        n1 += d->a[i] == 1;
+            return nf_error(NF_EDATA, "%s: treatment of unit %zu is %g (expected 0 or 1)", what, first + i, d->a[i]);
         for (int j = 0; j < d->dx; j++)
             if (!isfinite(d->x[i * d->dx + j]))
-                return nf_error(NF_EDATA, "%s: covariate %d of unit %zu is %g (expected a finite number)", what, j, i,
-                                d->x[i * d->dx + j]);
+                return nf_error(NF_EDATA, "%s: covariate %d of unit %zu is %g (expected a finite number)", what, j,
+                                first + i, d->x[i * d->dx + j]);
         for (int j = 0; j < d->dy; j++)
             if (!isfinite(d->y[i * d->dy + j]))
-                return nf_error(NF_EDATA, "%s: outcome %d of unit %zu is %g (expected a finite number)", what, j, i,
-                                d->y[i * d->dy + j]);
+                return nf_error(NF_EDATA, "%s: outcome %d of unit %zu is %g (expected a finite number)", what, j,
+                                first + i, d->y[i * d->dy + j]);
     }
-    if (n1 == 0 || n1 == d->n)
-        return nf_error(NF_EDATA, "%s: no %s units among %zu (expected both arms)", what, n1 ? "control" : "treated",
-                        d->n);
     return NF_OK;
+}
+
+int nf_causal_check_arms(size_t n, size_t treated, const char *what)
+{
+    if (n < 2) return nf_error(NF_EDATA, "%s: %zu units (expected at least 2)", what, n);
+    if (treated == 0 || treated == n)
+        return nf_error(NF_EDATA, "%s: no %s units among %zu (expected both arms)", what, treated ? "control" : "treated",
+                        n);
+    return NF_OK;
+}
+
+int nf_causal_validate(const nf_causal_data *d, const char *what)
+{
+    if (d->n < 2) return nf_causal_check_arms(d->n, 0, what);
+    NF_TRY(nf_causal_validate_units(d, 0, what));
+    size_t n1 = 0;
+    for (size_t i = 0; i < d->n; i++) n1 += d->a[i] == 1;
+    return nf_causal_check_arms(d->n, n1, what);
 }
 
 int nf_causal_save(const nf_causal_data *d, const char *path)
@@ -347,20 +359,33 @@ int nf_causal_load(nf_causal_data *d, const char *path, const char *xds, const c
     return rc;
 }
 
+int nf_causal_rows(const nf_causal_data *d, nf_real **y, nf_real **c)
+{
+    size_t n = d->n, dx = (size_t)d->dx, dy = (size_t)d->dy;
+    *y = malloc((n ? n : 1) * dy * sizeof **y);
+    *c = malloc((n ? n : 1) * (dx + 1) * sizeof **c);
+    if (!*y || !*c) {
+        free(*y), free(*c);
+        *y = *c = NULL;
+        return nf_error(NF_ENOMEM, "out of memory for %zu units", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < dy; j++) (*y)[i * dy + j] = (nf_real)d->y[i * dy + j];
+        for (size_t j = 0; j < dx; j++) (*c)[i * (dx + 1) + j] = (nf_real)d->x[i * dx + j];
+        (*c)[i * (dx + 1) + dx] = (nf_real)d->a[i];
+    }
+    return NF_OK;
+}
+
 int nf_causal_source(nf_source **s, const nf_causal_data *d)
 {
     *s = NULL;
-    size_t n = d->n, dx = (size_t)d->dx, dy = (size_t)d->dy;
-    nf_real *y = malloc(n * dy * sizeof *y), *c = malloc(n * (dx + 1) * sizeof *c);
-    size_t *perm = malloc(n * sizeof *perm);
-    int rc = y && c && perm ? NF_OK : nf_error(NF_ENOMEM, "out of memory for %zu units", n);
-    for (size_t i = 0; rc == NF_OK && i < n; i++) {
-        for (size_t j = 0; j < dy; j++) y[i * dy + j] = (nf_real)d->y[i * dy + j];
-        for (size_t j = 0; j < dx; j++) c[i * (dx + 1) + j] = (nf_real)d->x[i * dx + j];
-        c[i * (dx + 1) + dx] = (nf_real)d->a[i];
-        perm[i] = i;
-    }
-    if (rc == NF_OK) rc = nf_source_rows_wrap(s, y, c, n, (int)dy, (int)dx + 1);
+    nf_real *y, *c;
+    NF_TRY(nf_causal_rows(d, &y, &c));
+    size_t *perm = malloc(d->n * sizeof *perm);
+    int rc = perm ? NF_OK : nf_error(NF_ENOMEM, "out of memory for %zu units", d->n);
+    for (size_t i = 0; rc == NF_OK && i < d->n; i++) perm[i] = i;
+    if (rc == NF_OK) rc = nf_source_rows_wrap(s, y, c, d->n, d->dy, d->dx + 1);
     /* reordering a wrapped source gives it copies of its own (datasets/source.h): the identity
      * order makes the source own its rows, so the temporaries can go */
     if (rc == NF_OK) rc = (*s)->type->reorder(*s, perm);

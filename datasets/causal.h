@@ -54,6 +54,11 @@ int nf_causal_truth_mean(const char *family, double shift, int arm, double *mean
 /* Check a data set: n >= 2, finite x and y, a in {0, 1}, both arms non-empty.  `what` names the
  * data in the message ("data.h5"). */
 int nf_causal_validate(const nf_causal_data *d, const char *what);
+/* Its two parts: each unit's values (finite x and y, a in {0, 1}; messages number the units from
+ * `first`, for a share of a file), and the arms (n >= 2 units of which `treated` are treated, both
+ * arms present), which a parallel run checks on counts summed over its processes. */
+int nf_causal_validate_units(const nf_causal_data *d, size_t first, const char *what);
+int nf_causal_check_arms(size_t n, size_t treated, const char *what);
 int nf_causal_save(const nf_causal_data *d, const char *path);
 /* Read a causal file (or any HDF5 file with the three datasets: other formats accepted as in
  * nf-data), with the datasets for covariates, treatment and outcome named (NULL: /x, /a, /y),
@@ -64,5 +69,17 @@ void nf_causal_data_free(nf_causal_data *d);
 /* The units as a rows source: row i is y_i, its context [x_i, a_i].  The source owns copies in the
  * build's real type. */
 int nf_causal_source(nf_source **s, const nf_causal_data *d);
+/* The same rows in new arrays (caller frees): *y (n, dy), *c (n, dx + 1) = [x, a]. */
+int nf_causal_rows(const nf_causal_data *d, nf_real **y, nf_real **c);
+/* Share `part` of `parts` of a causal file, for data-parallel training (each process of `mpirun
+ * nf causal fit`): only units [N part / parts, N (part + 1) / parts) of the covariates, treatment and
+ * outcome datasets (NULL: /x, /a, /y) are read, by hyperslab, and checked unit by unit (a share may
+ * hold one arm only: nf_model_causal_create_shared checks the arms over all processes).  The rows
+ * source has all N units, so every process shuffles and splits the same ones; nf_source_owns says
+ * which are in memory, and a batch with others (the initialisation's first training units, the
+ * plug-in's reference covariates: the same in every process) reads them from the file by a point
+ * selection.  parts = 1 is nf_causal_load then nf_causal_source.  (datasets/causal_share.c) */
+int nf_causal_source_share(nf_source **s, const char *path, const char *xds, const char *ads, const char *yds,
+                           int part, int parts);
 
 #endif

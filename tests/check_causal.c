@@ -15,6 +15,7 @@
 #include "training/model_causal.h"
 #include "training/model_file.h"
 #include "training/trainer.h"
+#include "tests/testutil.h"
 
 static void register_kind(void)
 {
@@ -261,6 +262,80 @@ START_TEST(learns_poly_and_round_trips)
 }
 END_TEST
 
+/* ---- shares of the units (mpirun nf causal fit) -------------------------------------------------- */
+
+typedef struct {
+    nf_causal_config cfg;
+    const nf_source *train;
+    const nf_train_comm *comm;
+    nf_model *m;
+    int rc;
+} create_job;
+
+static void *create_shared(void *arg)
+{
+    create_job *j = arg;
+    j->rc = nf_model_causal_create_shared(&j->m, &j->cfg, j->train, j->comm);
+    return NULL;
+}
+
+/* Two processes, each holding half of the units of a file (datasets/causal_share.c), build the
+ * model one process builds from all of them: standardisation, outcome range, reference covariates
+ * and every flow's data-dependent start, to the rounding of sums taken in another order; the two
+ * processes agree to the bit.  A share without the other processes is refused. */
+START_TEST(shares_build_the_model_of_all_units)
+{
+    register_kind();
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/nf_causal_shares_%d.h5", (int)getpid());
+    nf_causal_data d;
+    nf_source *all = poly_source(301, 2, 8, &d), *tr, *va;
+    ck_assert_int_eq(nf_causal_save(&d, path), NF_OK);
+    ck_assert_int_eq(nf_source_split(all, 0.2, 5, &va, &tr), NF_OK);
+    create_job ref = {.train = tr}, job[2];
+    small_config(&ref.cfg);
+    create_shared(&ref);
+    ck_assert_msg(ref.rc == NF_OK, "%s", nf_strerror_last());
+    nf_test_pair pair;
+    ck_assert_int_eq(nf_test_pair_init(&pair, 0), NF_OK);
+    nf_source *sh[2], *shtr[2], *shva[2];
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(nf_causal_source_share(&sh[k], path, NULL, NULL, NULL, k, 2), NF_OK);
+        ck_assert_int_eq(nf_source_split(sh[k], 0.2, 5, &shva[k], &shtr[k]), NF_OK);
+        job[k] = (create_job){.cfg = ref.cfg, .train = shtr[k], .comm = &pair.comm[k]};
+    }
+    nf_test_pair_run(create_shared, &job[0], &job[1]);
+    ck_assert_msg(job[0].rc == NF_OK && job[1].rc == NF_OK, "%s", nf_strerror_last());
+    const double tol = sizeof(nf_real) == sizeof(double) ? 1e-12 : 1e-5;
+    const nf_params *st[3][2] = {{ref.m->P, ref.m->S}, {job[0].m->P, job[0].m->S}, {job[1].m->P, job[1].m->S}};
+    for (int w = 0; w < 2; w++) {
+        ck_assert(st[0][w]->n == st[1][w]->n && st[1][w]->n == st[2][w]->n);
+        for (size_t i = 0; i < st[0][w]->n; i++) {
+            const double a = st[0][w]->value[i], b = st[1][w]->value[i];
+            ck_assert_msg(st[1][w]->value[i] == st[2][w]->value[i], "%s entry %zu differs between the processes",
+                          w ? "S" : "P", i);
+            ck_assert_msg(fabs(a - b) <= tol * fmax(1, fabs(a)), "%s entry %zu: %.17g from all units, %.17g from "
+                          "shares", w ? "S" : "P", i, a, b);
+        }
+    }
+    /* the stored standardisation is not trivially equal: it moved off its defaults */
+    ck_assert(nf_model_causal_config(ref.m)->dx == 1 && ref.m->S->n > 4);
+    /* a share alone is refused, naming what is missing */
+    nf_model *m;
+    ck_assert_int_eq(nf_model_causal_create(&m, &ref.cfg, shtr[0]), NF_EINVAL);
+    ck_assert_msg(strstr(nf_strerror_last(), "share"), "%s", nf_strerror_last());
+    for (int k = 0; k < 2; k++) {
+        nf_model_free(job[k].m);
+        nf_source_free(shtr[k]), nf_source_free(shva[k]), nf_source_free(sh[k]);
+    }
+    nf_test_pair_destroy(&pair);
+    nf_model_free(ref.m);
+    nf_source_free(tr), nf_source_free(va), nf_source_free(all);
+    nf_causal_data_free(&d);
+    unlink(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("causal");
@@ -268,6 +343,7 @@ int main(void)
     tcase_set_timeout(t, 600);
     tcase_add_test(t, nuisance_loss_gradient);
     tcase_add_test(t, target_loss_gradient);
+    tcase_add_test(t, shares_build_the_model_of_all_units);
     if (!getenv("NF_CAUSAL_QUICK")) tcase_add_test(t, learns_poly_and_round_trips);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);

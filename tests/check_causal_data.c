@@ -163,6 +163,64 @@ START_TEST(file_round_trip_and_validation)
 }
 END_TEST
 
+/* A share of a file holds its units only and reads the others from the file on demand: the rows
+ * fetched equal those of the whole file, in any mix; a bad value is named by its unit in the file,
+ * whether it is in the share or read later. */
+START_TEST(a_share_holds_its_units_and_reads_the_others)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/nf_causal_share_%d.h5", (int)getpid());
+    nf_causal_data d;
+    ck_assert_int_eq(nf_causal_make(&d, "causal-moons", 101, 0, 4), NF_OK); /* 2 covariates, 2-D outcome */
+    ck_assert_int_eq(nf_causal_save(&d, path), NF_OK);
+    nf_source *all, *sh, *one;
+    ck_assert_int_eq(nf_causal_source(&all, &d), NF_OK);
+    ck_assert_int_eq(nf_causal_source_share(&sh, path, NULL, NULL, NULL, 1, 3), NF_OK);
+    ck_assert(sh->n == 101 && sh->dim == 2 && sh->ctx_dim == 3 && sh->partial);
+    for (size_t i = 0; i < 101; i++) ck_assert_int_eq(nf_source_owns(sh, i), i >= 33 && i < 67);
+    const size_t idx[] = {0, 50, 100, 34, 2, 66, 67, 33, 50};
+    const int n = (int)(sizeof idx / sizeof idx[0]);
+    nf_batch a = {0}, b = {0};
+    ck_assert_int_eq(nf_source_fetch(all, idx, n, &a), NF_OK);
+    ck_assert_int_eq(nf_source_fetch(sh, idx, n, &b), NF_OK);
+    ck_assert(b.n == n && b.dim == 2 && b.ctx_dim == 3);
+    for (int i = 0; i < n; i++) {
+        ck_assert(b.idx[i] == idx[i]);
+        for (int j = 0; j < 2; j++) ck_assert_msg(a.x[2 * i + j] == b.x[2 * i + j], "unit %zu, outcome %d", idx[i], j);
+        for (int j = 0; j < 3; j++) ck_assert_msg(a.ctx[3 * i + j] == b.ctx[3 * i + j], "unit %zu, context %d", idx[i], j);
+    }
+    const size_t own[] = {40, 33, 66};
+    /* a split of a share: index views over the same 101 units in every process */
+    nf_source *tr, *va;
+    ck_assert_int_eq(nf_source_split(sh, 0.2, 7, &va, &tr), NF_OK);
+    ck_assert(tr->n + va->n == 101 && tr->partial);
+    nf_source_free(tr), nf_source_free(va);
+    /* one part is the whole file, loaded as nf_causal_source does */
+    ck_assert_int_eq(nf_causal_source_share(&one, path, NULL, NULL, NULL, 0, 1), NF_OK);
+    ck_assert(!one->partial && one->n == 101 && nf_source_rows(one).x[7] == nf_source_rows(all).x[7]);
+    nf_source_free(one);
+    ck_assert_int_eq(nf_causal_source_share(&one, path, NULL, NULL, NULL, 3, 3), NF_EINVAL);
+    /* a NaN outcome at unit 80: the share holding it refuses to load, naming the unit; another share
+     * loads, and refuses the unit when a batch asks for it */
+    d.y[2 * 80 + 1] = NAN;
+    ck_assert_int_eq(nf_causal_save(&d, path), NF_OK);
+    ck_assert_int_eq(nf_causal_source_share(&one, path, NULL, NULL, NULL, 1, 2), NF_EDATA);
+    ck_assert_msg(strstr(nf_strerror_last(), "outcome 1 of unit 80"), "%s", nf_strerror_last());
+    ck_assert_int_eq(nf_causal_source_share(&one, path, NULL, NULL, NULL, 0, 2), NF_OK);
+    const size_t bad[] = {3, 80};
+    ck_assert_int_eq(nf_source_fetch(one, bad, 2, &b), NF_EDATA);
+    ck_assert_msg(strstr(nf_strerror_last(), "outcome 1 of unit 80"), "%s", nf_strerror_last());
+    nf_source_free(one);
+    unlink(path);
+    /* the share's file gone: its own units still come from memory, others cannot */
+    ck_assert_int_eq(nf_source_fetch(sh, own, 3, &b), NF_OK);
+    ck_assert_int_ne(nf_source_fetch(sh, idx, 1, &b), NF_OK);
+    nf_batch_free(&a), nf_batch_free(&b);
+    nf_source_free(sh), nf_source_free(all);
+    nf_causal_data_free(&d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("causal_data");
@@ -174,6 +232,7 @@ int main(void)
     tcase_add_test(t, poly_generated_means_and_propensity);
     tcase_add_test(t, moons_propensity_separates_the_moons);
     tcase_add_test(t, file_round_trip_and_validation);
+    tcase_add_test(t, a_share_holds_its_units_and_reads_the_others);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -704,42 +704,9 @@ END_TEST
 /* ---- data-parallel training (nf_train_comm) with two threads standing in for two processes ---- */
 
 typedef struct {
-    pthread_barrier_t bar;
-    double d[2][8];
-    const nf_real *r[2];
-} fake_net;
-
-typedef struct {
-    fake_net *net;
-    int rank;
-    nf_real *scratch;
     nf_trainer *t;
     int rc;
 } fake_rank;
-
-/* An all-reduce: each side publishes its buffer, both add them in the same order (rank 0 + rank 1)
- * into private scratch, and copy back after both have read. */
-static int fake_sum_double(void *user, double *buf, size_t n)
-{
-    fake_rank *me = user;
-    if (n > 8) return NF_EINVAL;
-    memcpy(me->net->d[me->rank], buf, n * sizeof *buf);
-    pthread_barrier_wait(&me->net->bar);
-    for (size_t i = 0; i < n; i++) buf[i] = me->net->d[0][i] + me->net->d[1][i];
-    pthread_barrier_wait(&me->net->bar);
-    return NF_OK;
-}
-
-static int fake_sum_real(void *user, nf_real *buf, size_t n)
-{
-    fake_rank *me = user;
-    me->net->r[me->rank] = buf;
-    pthread_barrier_wait(&me->net->bar);
-    for (size_t i = 0; i < n; i++) me->scratch[i] = me->net->r[0][i] + me->net->r[1][i];
-    pthread_barrier_wait(&me->net->bar);
-    memcpy(buf, me->scratch, n * sizeof *buf);
-    return NF_OK;
-}
 
 static void *run_rank(void *arg)
 {
@@ -761,25 +728,20 @@ START_TEST(two_processes_equal_one)
     ck_assert_int_eq(trainer_on(&t0, ref, &c, x, n, xv, nv), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t0, NULL), NF_OK);
 
-    fake_net net;
-    pthread_barrier_init(&net.bar, NULL, 2);
+    nf_test_pair net;
+    ck_assert_int_eq(nf_test_pair_init(&net, ref->P->n), NF_OK);
     fake_rank ranks[2];
-    nf_train_comm comm[2];
     nf_model *m[2];
     nf_source *tr[2], *va[2];
-    pthread_t th[2];
     for (int k = 0; k < 2; k++) {
         m[k] = new_model(x, n);
         tr[k] = rows(x, n);
         va[k] = rows(xv, nv);
-        ranks[k] = (fake_rank){.net = &net, .rank = k, .scratch = malloc(m[k]->P->n * sizeof(nf_real))};
-        comm[k] = (nf_train_comm){.rank = k, .size = 2, .user = &ranks[k], .sum_real = fake_sum_real,
-                                  .sum_double = fake_sum_double};
+        ranks[k] = (fake_rank){0};
         ck_assert_int_eq(nf_trainer_create(&ranks[k].t, m[k], &c, tr[k], va[k]), NF_OK);
-        ck_assert_int_eq(nf_trainer_set_comm(ranks[k].t, &comm[k]), NF_OK);
+        ck_assert_int_eq(nf_trainer_set_comm(ranks[k].t, &net.comm[k]), NF_OK);
     }
-    for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, run_rank, &ranks[k]);
-    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    nf_test_pair_run(run_rank, &ranks[0], &ranks[1]);
     const double tol = sizeof(nf_real) == sizeof(double) ? 1e-9 : 1e-4;
     double dmax = 0, amax = 0;
     for (size_t i = 0; i < ref->P->n; i++) {
@@ -800,7 +762,7 @@ START_TEST(two_processes_equal_one)
         ck_assert_int_eq(t->best_step, t0->best_step);
     }
     /* a bad communicator is refused */
-    nf_train_comm bad = comm[0];
+    nf_train_comm bad = net.comm[0];
     bad.rank = 2;
     ck_assert_int_eq(nf_trainer_set_comm(ranks[0].t, &bad), NF_EINVAL);
     for (int k = 0; k < 2; k++) {
@@ -808,9 +770,8 @@ START_TEST(two_processes_equal_one)
         nf_source_free(tr[k]);
         nf_source_free(va[k]);
         nf_model_free(m[k]);
-        free(ranks[k].scratch);
     }
-    pthread_barrier_destroy(&net.bar);
+    nf_test_pair_destroy(&net);
     free_trainer(t0);
     nf_model_free(ref);
     free(x);

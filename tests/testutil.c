@@ -540,3 +540,59 @@ void nf_test_perturb(nf_params *P, double scale, uint64_t seed)
     for (size_t i = 0; i < P->n; i++) P->value[i] += (nf_real)(scale * nf_rng_normal(r));
     nf_rng_free(r);
 }
+
+/* ---- two threads as two processes (nf_test_pair) ----------------------------------------------- */
+
+static int pair_reduce(void *user, double *buf, size_t n, int max)
+{
+    struct nf_test_pair_side *me = user;
+    nf_test_pair *p = me->pair;
+    if (n > 64) return nf_error(NF_EINVAL, "nf_test_pair: %zu doubles (at most 64)", n);
+    memcpy(p->d[me->rank], buf, n * sizeof *buf);
+    pthread_barrier_wait(&p->bar);
+    for (size_t i = 0; i < n; i++) buf[i] = max ? fmax(p->d[0][i], p->d[1][i]) : p->d[0][i] + p->d[1][i];
+    pthread_barrier_wait(&p->bar);
+    return NF_OK;
+}
+
+static int pair_sum_double(void *user, double *buf, size_t n) { return pair_reduce(user, buf, n, 0); }
+static int pair_max_double(void *user, double *buf, size_t n) { return pair_reduce(user, buf, n, 1); }
+
+static int pair_sum_real(void *user, nf_real *buf, size_t n)
+{
+    struct nf_test_pair_side *me = user;
+    nf_test_pair *p = me->pair;
+    p->r[me->rank] = buf;
+    pthread_barrier_wait(&p->bar);
+    for (size_t i = 0; i < n; i++) p->scratch[me->rank][i] = p->r[0][i] + p->r[1][i];
+    pthread_barrier_wait(&p->bar);
+    memcpy(buf, p->scratch[me->rank], n * sizeof *buf);
+    return NF_OK;
+}
+
+int nf_test_pair_init(nf_test_pair *p, size_t max_real)
+{
+    memset(p, 0, sizeof *p);
+    pthread_barrier_init(&p->bar, NULL, 2);
+    for (int k = 0; k < 2; k++) {
+        p->side[k] = (struct nf_test_pair_side){.pair = p, .rank = k};
+        p->scratch[k] = malloc((max_real ? max_real : 1) * sizeof(nf_real));
+        p->comm[k] = (nf_train_comm){.rank = k, .size = 2, .user = &p->side[k], .sum_real = pair_sum_real,
+                                     .sum_double = pair_sum_double, .max_double = pair_max_double};
+    }
+    return p->scratch[0] && p->scratch[1] ? NF_OK : NF_ENOMEM;
+}
+
+void nf_test_pair_destroy(nf_test_pair *p)
+{
+    pthread_barrier_destroy(&p->bar);
+    free(p->scratch[0]), free(p->scratch[1]);
+}
+
+void nf_test_pair_run(void *(*fn)(void *), void *arg0, void *arg1)
+{
+    pthread_t th[2];
+    void *arg[2] = {arg0, arg1};
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(pthread_create(&th[k], NULL, fn, arg[k]), 0);
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+}

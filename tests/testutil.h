@@ -5,9 +5,11 @@
 #define NF_TESTUTIL_H
 
 #include <check.h>
+#include <pthread.h>
 
 #include "core/error.h"
 #include "flows/bijector.h"
+#include "training/trainer.h"
 
 /* |a - b| / max(|a|, |b|, floor): a relative error that tolerates values near zero. */
 double nf_test_relerr(double a, double b, double floor);
@@ -71,5 +73,27 @@ int nf_test_bij_make(nf_test_bij *m, const char *type, int D, int C, const char 
 void nf_test_bij_free(nf_test_bij *m);
 /* P's values += scale * N(0, 1) from a stream of its own. */
 void nf_test_perturb(nf_params *P, double scale, uint64_t seed);
+
+/* Two threads standing in for the two processes of a parallel run: comm[r] is rank r's
+ * nf_train_comm (sums of up to 64 doubles and their maxima, in-place sums of nf_real buffers of
+ * up to max_real entries), every call a barrier of both threads.  Each side adds the two buffers in
+ * the same order (rank 0 + rank 1), so both receive the same bits. */
+typedef struct nf_test_pair nf_test_pair;
+struct nf_test_pair {
+    nf_train_comm comm[2];
+    /* internal */
+    pthread_barrier_t bar;
+    double d[2][64];
+    const nf_real *r[2];
+    nf_real *scratch[2];
+    struct nf_test_pair_side {
+        nf_test_pair *pair;
+        int rank;
+    } side[2];
+};
+int nf_test_pair_init(nf_test_pair *p, size_t max_real);
+void nf_test_pair_destroy(nf_test_pair *p);
+/* Run fn(arg[0]) and fn(arg[1]) in two threads and wait for both. */
+void nf_test_pair_run(void *(*fn)(void *), void *arg0, void *arg1);
 
 #endif

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datasets/causal.h"
 #include "nn/nn.h"
 
 typedef struct causal_state {
@@ -655,55 +656,153 @@ const nf_causal_config *nf_model_causal_config(const nf_model *m)
 
 enum { MAX_REF = 1000 };
 
+/* Every training unit this process holds (all of them in one process), in batches fetched from
+ * memory: fn(user, batch) on each. */
+static int each_own_unit(const nf_source *train, void (*fn)(void *user, const nf_batch *b), void *user)
+{
+    enum { CHUNK = 1024 };
+    size_t idx[CHUNK];
+    nf_batch b = {0};
+    int rc = NF_OK, k = 0;
+    for (size_t i = 0; rc == NF_OK && i < train->n; i++) {
+        if (nf_source_owns(train, i)) idx[k++] = i;
+        if (k == CHUNK || (k > 0 && i + 1 == train->n)) {
+            rc = nf_source_fetch(train, idx, k, &b);
+            if (rc == NF_OK) fn(user, &b);
+            k = 0;
+        }
+    }
+    nf_batch_free(&b);
+    return rc;
+}
+
+/* The training units' moments, summed over the units of every process.  sum = [n, treated,
+ * sum y, max y, max -y, sum x_j (dx)]; then, with the means, dev = [sum (y - ym)^2,
+ * sum (x_j - xm_j)^2 (dx)]. */
+typedef struct {
+    int dx;
+    double *sum, *dev; /* (5 + dx), (1 + dx) */
+} unit_moments;
+
+static void add_sums(void *user, const nf_batch *b)
+{
+    unit_moments *u = user;
+    double *s = u->sum;
+    for (int i = 0; i < b->n; i++) {
+        const double y = b->x[i];
+        const nf_real *c = b->ctx + (size_t)i * (u->dx + 1);
+        s[0] += 1, s[1] += c[u->dx] == 1, s[2] += y, s[3] = fmax(s[3], y), s[4] = fmax(s[4], -y);
+        for (int j = 0; j < u->dx; j++) s[5 + j] += c[j];
+    }
+}
+
+static void add_deviations(void *user, const nf_batch *b)
+{
+    unit_moments *u = user;
+    const double ym = u->sum[2], *xm = u->sum + 5; /* the means by now */
+    for (int i = 0; i < b->n; i++) {
+        const nf_real *c = b->ctx + (size_t)i * (u->dx + 1);
+        u->dev[0] += (b->x[i] - ym) * (b->x[i] - ym);
+        for (int j = 0; j < u->dx; j++) u->dev[1 + j] += (c[j] - xm[j]) * (c[j] - xm[j]);
+    }
+}
+
+/* Two passes over the units each process holds, each followed by one sum over processes (and one
+ * maximum).  Leaves in u: sum[2] = ym, sum[5 + j] = xm_j, dev[0] = ys, dev[1 + j] = xs_j, sum[3]
+ * and -sum[4] the largest and smallest y, sum[0] the count. */
+static int unit_moments_of(unit_moments *u, const nf_source *train, const nf_train_comm *comm)
+{
+    const size_t dx = (size_t)u->dx;
+    u->sum[3] = u->sum[4] = -INFINITY;
+    int rc = each_own_unit(train, add_sums, u);
+    if (rc == NF_OK && comm) rc = comm->sum_double(comm->user, u->sum, 3);
+    if (rc == NF_OK && comm) rc = comm->max_double(comm->user, u->sum + 3, 2);
+    if (rc == NF_OK && comm) rc = comm->sum_double(comm->user, u->sum + 5, dx);
+    if (rc == NF_OK) rc = nf_causal_check_arms((size_t)u->sum[0], (size_t)u->sum[1], train->name);
+    NF_TRY(rc);
+    const double n = u->sum[0];
+    u->sum[2] /= n;
+    for (size_t j = 0; j < dx; j++) u->sum[5 + j] /= n;
+    rc = each_own_unit(train, add_deviations, u);
+    if (rc == NF_OK && comm) rc = comm->sum_double(comm->user, u->dev, 1 + dx);
+    for (size_t j = 0; rc == NF_OK && j <= dx; j++) {
+        const double v = u->dev[j] / n;
+        u->dev[j] = j == 0 ? (v > 0 ? sqrt(v) : 1) : (v > 1e-12 ? sqrt(v) : 1);
+    }
+    return rc;
+}
+
+/* The plug-in's reference covariates: n_ref evenly spaced training units (the same in every
+ * process; a share reads those it does not hold from the file). */
+static int keep_references(nf_model *m, const nf_source *train)
+{
+    causal_state *st = m->state;
+    const int nr = st->cfg.n_ref, dx = st->cfg.dx;
+    if (nr < 1) return NF_OK;
+    size_t *idx = malloc((size_t)nr * sizeof *idx);
+    nf_batch b = {0};
+    int rc = idx ? NF_OK : nf_error(NF_ENOMEM, "out of memory");
+    for (int k = 0; rc == NF_OK && k < nr; k++) idx[k] = (size_t)k * train->n / (size_t)nr;
+    if (rc == NF_OK) rc = nf_source_fetch(train, idx, nr, &b);
+    for (int k = 0; rc == NF_OK && k < nr; k++)
+        for (int j = 0; j < dx; j++) m->S->value[st->s_ref + (size_t)k * dx + j] = b.ctx[(size_t)k * (dx + 1) + j];
+    nf_batch_free(&b);
+    free(idx);
+    return rc;
+}
+
 int nf_model_causal_create(nf_model **out, const nf_causal_config *cfg, const nf_source *train)
 {
+    return nf_model_causal_create_shared(out, cfg, train, NULL);
+}
+
+int nf_model_causal_create_shared(nf_model **out, const nf_causal_config *cfg, const nf_source *train,
+                                  const nf_train_comm *comm)
+{
     *out = NULL;
-    nf_rows r = nf_source_rows(train);
-    if (strcmp(train->type->kind, "rows") || !r.x || !r.ctx || train->ctx_dim < 2)
+    if (comm && comm->size <= 1) comm = NULL;
+    if (strcmp(train->type->kind, "rows") || train->dim < 1 || train->ctx_dim < 2)
         return nf_error(NF_EINVAL, "%s: a causal model trains on units loaded as rows with context [x, a]",
                         train->name);
-    if (train->partial)
-        return nf_error(NF_EINVAL, "%s: a share of the units (expected all of them: the standardisation and the "
-                                   "initialisation are computed from all training units in every process)", train->name);
+    if (train->partial && !comm)
+        return nf_error(NF_EINVAL, "%s: a share of the units without the other processes (expected all units, or "
+                                   "the communicator of the parallel run)", train->name);
+    if (comm && !comm->max_double)
+        return nf_error(NF_EINVAL, "a communicator without max_double (the outcome range is a maximum over the "
+                                   "processes)");
     nf_causal_config c = *cfg;
     c.dx = train->ctx_dim - 1;
     c.dy = train->dim;
     c.n_ref = train->n < MAX_REF ? (int)train->n : MAX_REF;
     NF_TRY(nf_causal_config_check(&c));
-    const size_t n = train->n, dx = (size_t)c.dx;
-    /* standardisation and the outcome range (the grid, and the splines' tails) */
-    double ym = 0, yv = 0, ylo = INFINITY, yhi = -INFINITY;
-    for (size_t i = 0; i < n; i++) ym += r.x[i] / (double)n;
-    for (size_t i = 0; i < n; i++) yv += (r.x[i] - ym) * (r.x[i] - ym) / (double)n;
-    double ys = yv > 0 ? sqrt(yv) : 1;
-    for (size_t i = 0; i < n; i++) ylo = fmin(ylo, (r.x[i] - ym) / ys), yhi = fmax(yhi, (r.x[i] - ym) / ys);
-    /* rounded to the store's type first, so the tail rebuilt from the store on loading is this one */
-    double lo = (nf_real)(ylo - c.margin), hi = (nf_real)(yhi + c.margin);
-    nf_model *m = nf_calloc(1, sizeof *m, "model");
-    if (!m) return NF_ENOMEM;
-    m->type = &nf_model_causal;
-    int rc = build(m, &c, fmax(fabs(lo), fabs(hi)));
-    if (rc != NF_OK) {
-        nf_model_free(m);
-        return rc;
+    const size_t dx = (size_t)c.dx;
+    double *buf = calloc(2 * dx + 6, sizeof *buf);
+    if (!buf) return nf_error(NF_ENOMEM, "out of memory");
+    unit_moments u = {.dx = c.dx, .sum = buf, .dev = buf + 5 + dx};
+    int rc = unit_moments_of(&u, train, comm);
+    /* the standardised outcome range (a division keeps the order: these are the extremes of the
+     * standardised values), rounded to the store's type first, so the tail rebuilt from the store on
+     * loading is this one */
+    const double ym = u.sum[2], ys = u.dev[0];
+    const double lo = (nf_real)((-u.sum[4] - ym) / ys - c.margin), hi = (nf_real)((u.sum[3] - ym) / ys + c.margin);
+    nf_model *m = rc == NF_OK ? nf_calloc(1, sizeof *m, "model") : NULL;
+    if (rc == NF_OK && !m) rc = NF_ENOMEM;
+    if (rc == NF_OK) {
+        m->type = &nf_model_causal;
+        rc = build(m, &c, fmax(fabs(lo), fabs(hi)));
     }
-    causal_state *st = m->state;
-    nf_real *S = m->S->value;
-    for (size_t j = 0; j < dx; j++) {
-        double mu = 0, v = 0;
-        for (size_t i = 0; i < n; i++) mu += r.ctx[i * (dx + 1) + j] / (double)n;
-        for (size_t i = 0; i < n; i++) v += (r.ctx[i * (dx + 1) + j] - mu) * (r.ctx[i * (dx + 1) + j] - mu) / (double)n;
-        S[st->s_xm + j] = (nf_real)mu;
-        S[st->s_xs + j] = (nf_real)(v > 1e-12 ? sqrt(v) : 1);
+    if (rc == NF_OK) {
+        causal_state *st = m->state;
+        nf_real *S = m->S->value;
+        for (size_t j = 0; j < dx; j++) S[st->s_xm + j] = (nf_real)u.sum[5 + j], S[st->s_xs + j] = (nf_real)u.dev[1 + j];
+        S[st->s_ym] = (nf_real)ym, S[st->s_ys] = (nf_real)ys, S[st->s_lo] = (nf_real)lo, S[st->s_hi] = (nf_real)hi;
+        rc = keep_references(m, train);
     }
-    S[st->s_ym] = (nf_real)ym, S[st->s_ys] = (nf_real)ys, S[st->s_lo] = (nf_real)lo, S[st->s_hi] = (nf_real)hi;
-    /* reference covariates for the plug-in: evenly spaced training units */
-    for (int k = 0; k < c.n_ref; k++) {
-        size_t i = (size_t)k * n / (size_t)c.n_ref;
-        for (size_t j = 0; j < dx; j++) S[st->s_ref + (size_t)k * dx + j] = r.ctx[i * (dx + 1) + j];
+    free(buf);
+    if (rc == NF_OK) {
+        nf_model_set_stage(m, 0);
+        rc = causal_init_data(m, train);
     }
-    nf_model_set_stage(m, 0);
-    rc = causal_init_data(m, train);
     if (rc != NF_OK) {
         nf_model_free(m);
         return rc;

@@ -23,6 +23,7 @@
 #define NF_MODEL_CAUSAL_H
 
 #include "training/model.h"
+#include "training/trainer.h"
 
 typedef struct nf_causal_config {
     int dx, dy;           /* covariate and outcome widths (set from the data by create) */
@@ -47,8 +48,15 @@ int nf_causal_config_check(const nf_causal_config *c);
 /* A model for the training units (widths, standardisation, outcome range and reference covariates
  * from them, and every flow's ActNorm from a fixed sample of them: nothing is left to the first
  * batch, so the processes of a parallel run start from the same model); train is a rows source
- * with context [x, a], all of its units in memory (not a share). */
+ * with context [x, a] (nf_causal_source).  Refuses a share of the units (nf_causal_source_share):
+ * that takes the processes' communicator, below. */
 int nf_model_causal_create(nf_model **m, const nf_causal_config *cfg, const nf_source *train);
+/* The same in every process of a parallel run, each holding a share of the units: the moments and
+ * the outcome range are sums and maxima over the units each process holds, combined by comm (which
+ * needs max_double), so every process builds the model one process would build from all units (to
+ * the rounding of the sums' order).  comm NULL or of size 1: nf_model_causal_create. */
+int nf_model_causal_create_shared(nf_model **m, const nf_causal_config *cfg, const nf_source *train,
+                                  const nf_train_comm *comm);
 const nf_causal_config *nf_model_causal_config(const nf_model *m);
 
 /* What an interventional density is read from. */

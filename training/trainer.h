@@ -94,6 +94,10 @@ typedef struct nf_train_comm {
     void *user;
     int (*sum_real)(void *user, nf_real *buf, size_t n);    /* buf = its sum over all processes */
     int (*sum_double)(void *user, double *buf, size_t n);
+    /* buf = its entrywise maximum over all processes; optional (NULL): the trainer never needs it,
+     * a model kind whose set-up wants a range over data spread across processes (nf causal's
+     * outcome range) does */
+    int (*max_double)(void *user, double *buf, size_t n);
 } nf_train_comm;
 
 typedef struct nf_train_hooks {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/mpi.sh - data-parallel nf fit under mpirun (issue 15): two processes with the batch
 # split between them end with the parameters of one process with the whole batch (to rounding),
-# for nf fit (also with ActNorm), nf tpp fit, nf image fit and nf causal fit (both stages);
+# for nf fit (also with ActNorm), nf tpp fit, nf image fit and nf causal fit (both stages; also 3);
 # a killed two-process run (nf fit, nf causal fit) resumes with two processes (to the bit) and with
 # one (to rounding); other commands refuse to run as several processes.  Skipped when nf was built without MPI or
 # mpirun is missing.  Run by `make check` with NF=build/<variant>/nf.
@@ -93,6 +93,12 @@ check "mpirun -np 2 nf causal fit: exit 0, nothing printed with --quiet ($(head 
     bash -c "[ $rc = 0 ] && [ ! -s '$T/errc2' ]"
 d=$(reldiff c1.h5 c2.h5)
 check "2 processes x batch 32 = 1 process x batch 64 after both causal stages (relative difference $d <= $tol)" \
+    below "$d" "$tol"
+# each process reads only its share of the units (datasets/causal_share.c; tests/check_causal_data.c
+# checks what a share holds): three uneven shares of 600 units still make the one-process model
+mpi 3 "$NF" causal fit poly.h5 "${CAUSAL[@]}" -o c3.h5 2>"$T/errc3"
+d=$(reldiff c1.h5 c3.h5)
+check "3 processes (shares of 200 units) = 1 process after both causal stages (relative difference $d <= $tol)" \
     below "$d" "$tol"
 # 480 training units in batches of 479: every other step one process holds no unit, and the target
 # flows' moving average (state, read by validation) must still advance in both (it did not when it
