@@ -60,6 +60,8 @@ struct nf_bijector {
     nf_invert_method invert_method;
     double jacobi_tol;       /* default 1e-9 (double) / 1e-5 (float) of max |change| */
     int jacobi_max_sweeps;   /* default D + 1 */
+    int jacobi_block;        /* > 0: Jacobi over blocks of this many positions in turn, earlier blocks
+                                cached (types that support it: tarflow); 0: all positions at once */
     int last_sweeps;         /* passes the last slow-direction call used */
     int last_fell_back;      /* 1: that call's Jacobi sweeps did not converge and it finished sequentially */
     double guidance;         /* classifier-free guidance w of conditional sampling (types that support

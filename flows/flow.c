@@ -114,6 +114,11 @@ void nf_flow_set_invert(nf_flow *f, nf_invert_method method, double tol, int max
     }
 }
 
+void nf_flow_set_jacobi_block(nf_flow *f, int block)
+{
+    for (int i = 0; i < f->nb; i++) f->b[i].jacobi_block = block > 0 ? block : 0;
+}
+
 void nf_flow_set_guidance(nf_flow *f, double w)
 {
     for (int i = 0; i < f->nb; i++) f->b[i].guidance = w;

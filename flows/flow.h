@@ -56,6 +56,10 @@ int nf_flow_build(nf_flow **f, const char *spec, int dim, int ctx_dim, uint64_t 
 void nf_flow_free(nf_flow *f);
 void nf_flow_set_training(nf_flow *f, int training);
 void nf_flow_set_invert(nf_flow *f, nf_invert_method method, double tol, int max_sweeps);
+/* Jacobi over blocks of `block` positions, one block after another with the earlier ones cached
+ * (tarflow: tokens; 0 turns it off): sweeps of block length instead of sequence length, and a
+ * block converges from the previous one's values in few of them (bijector.h, jacobi_block). */
+void nf_flow_set_jacobi_block(nf_flow *f, int block);
 /* Classifier-free guidance weight w for the sampling direction of the bijectors that support it
  * (tarflow): their conditioner outputs become (1 + w) f(x, ctx) - w f(x, 0).  0 turns it off. */
 void nf_flow_set_guidance(nf_flow *f, double w);

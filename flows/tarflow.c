@@ -48,7 +48,7 @@ typedef struct tarflow_state {
     nf_transformer *tf;
     nf_transformer_decoder *dec, *dec_u; /* created on the first sequential inverse (dec_u: the
                                            unconditional one of guided sampling) */
-    int dec_n;
+    int dec_n, dec_m;        /* rows and block length the decoders hold */
     int *tok_of;             /* (T * din) position in the image of token entry e (after the order) */
     nf_real *fwd_ws;         /* workspace of the last density-direction forward (NULL after an inverse) */
     int fwd_n;               /* its rows */
@@ -203,25 +203,35 @@ static int tarflow_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf
 
 /* ---- the sampling direction ---------------------------------------------------------------------- */
 
-/* Sequential: token by token with the key/value cache; x tokens written into w.xt, z tokens in w.zt. */
-static int inverse_sequential(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_real *ctx, int n)
+/* The decoders for n rows and blocks of m tokens (dec_u too when guided), created or grown on first
+ * use, begun; the empty context of guidance zeroed. */
+static int begin_decoding(nf_bijector *b, tf_ws *w, int n, int m, int g)
 {
     tarflow_state *st = b->state;
-    const int T = st->T, din = st->din;
-    const int g = guided(b, ctx);
-    if (!st->dec || st->dec_n < n || (g && !st->dec_u)) {
+    if (!st->dec || st->dec_n < n || st->dec_m < m || (g && !st->dec_u)) {
         nf_transformer_decoder_free(st->dec);
         nf_transformer_decoder_free(st->dec_u);
         st->dec = st->dec_u = NULL;
-        NF_TRY(nf_transformer_decoder_create(&st->dec, st->tf, n));
-        if (g) NF_TRY(nf_transformer_decoder_create(&st->dec_u, st->tf, n));
-        st->dec_n = n;
+        st->dec_n = st->dec_m = 0;
+        NF_TRY(nf_transformer_decoder_create_block(&st->dec, st->tf, n, m));
+        if (g) NF_TRY(nf_transformer_decoder_create_block(&st->dec_u, st->tf, n, m));
+        st->dec_n = n, st->dec_m = m;
     }
     NF_TRY(nf_transformer_decode_begin(st->dec, n));
     if (g) {
         NF_TRY(nf_transformer_decode_begin(st->dec_u, n));
         memset(w->zctx, 0, (size_t)n * b->ctx_dim * sizeof(nf_real));
     }
+    return NF_OK;
+}
+
+/* Sequential: token by token with the key/value cache; x tokens written into w.xt, z tokens in w.zt. */
+static int inverse_sequential(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_real *ctx, int n)
+{
+    tarflow_state *st = b->state;
+    const int T = st->T, din = st->din;
+    const int g = guided(b, ctx);
+    NF_TRY(begin_decoding(b, w, n, 1, g));
     nf_real *yt = w->out, *prev = w->dout; /* (n, 2 din) and (n, din) */
     for (int t = 0; t < T; t++) {
         for (int i = 0; t > 0 && i < n; i++)
@@ -284,6 +294,8 @@ static int jacobi_sweep(void *user, nf_real *x_new, const nf_real *x_old, const 
     return NF_OK;
 }
 
+static int logdet_at_solution(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_real *ctx, int n);
+
 static int inverse_jacobi(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_real *ctx, int n)
 {
     tarflow_state *st = b->state;
@@ -299,7 +311,14 @@ static int inverse_jacobi(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_re
     NF_TRY(nf_jacobi_solve_rows(&cfg, jacobi_sweep, &J, w->xt, w->dxt, xbuf, n, E, w->iwork, &res));
     b->last_sweeps = res.sweeps;
     b->last_fell_back = res.fell_back;
-    /* the log-determinant at the solution: one more pass for s(x_<t) */
+    return logdet_at_solution(b, w, logdet, ctx, n);
+}
+
+/* logdet[i] += sum_t s_t(x_<t) at the solution x in w->xt: one more (parallel) pass. */
+static int logdet_at_solution(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_real *ctx, int n)
+{
+    tarflow_state *st = b->state;
+    const size_t E = (size_t)st->T * st->din;
     nf_transformer_forward(st->tf, b->P, w->tfws, w->out, w->xt, ctx, n);
     if (guided(b, ctx)) {
         nf_transformer_forward(st->tf, b->P, w->tfws, w->outu, w->xt, w->zctx, n);
@@ -316,6 +335,59 @@ static int inverse_jacobi(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_re
     return NF_OK;
 }
 
+/* Block Jacobi (Gauss-Seidel over blocks of m = jacobi_block tokens, Jacobi within one): block by
+ * block, the sweeps x^{k+1}_t = z_t exp(s_t(x^k_<t)) + mu_t(x^k_<t) for the block's tokens t, each one
+ * decoder pass over its m tokens (the earlier blocks' keys and values cached, the block's own
+ * rewritten by every sweep), until no value moves more than jacobi_tol, or m sweeps (after which
+ * every token of the block, and the cache, is exact).  A block starts from the previous block's
+ * tokens (the neighbouring row of patches; in a video, the previous frame's), the first from 0.
+ * last_sweeps counts the sweeps of all blocks: the passes that have to run one after another. */
+static int inverse_blocks(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_real *ctx, int n)
+{
+    tarflow_state *st = b->state;
+    const int T = st->T, din = st->din, m = b->jacobi_block < T ? b->jacobi_block : T, g = guided(b, ctx);
+    NF_TRY(begin_decoding(b, w, n, m, g));
+    nf_real *xin = w->dout, *yt = w->out; /* (n, m, din) inputs of a block, (n, m, 2 din) its outputs */
+    int sweeps = 0;
+    for (int t0 = 0; t0 < T; t0 += m) {
+        const int mb = T - t0 < m ? T - t0 : m;
+        for (int i = 0; i < n; i++) {
+            nf_real *x = w->xt + ((size_t)i * T + t0) * din;
+            if (t0 >= m) memcpy(x, x - (size_t)m * din, (size_t)mb * din * sizeof *x);
+            else memset(x, 0, (size_t)mb * din * sizeof *x);
+        }
+        for (int k = 0; k < mb; k++) {
+            for (int i = 0; i < n; i++)
+                for (int r = 0; r < mb; r++) {
+                    nf_real *in = xin + ((size_t)i * mb + r) * din;
+                    if (t0 + r == 0) memset(in, 0, (size_t)din * sizeof *in); /* the start token is the model's */
+                    else memcpy(in, w->xt + ((size_t)i * T + t0 + r - 1) * din, (size_t)din * sizeof *in);
+                }
+            NF_TRY(nf_transformer_decode_block(st->dec, b->P, yt, t0, mb, xin, ctx));
+            if (g) {
+                NF_TRY(nf_transformer_decode_block(st->dec_u, b->P, w->outu, t0, mb, xin, w->zctx));
+                guide(yt, w->outu, b->guidance, (size_t)n * mb * 2 * din);
+            }
+            sweeps++;
+            double change = 0;
+            for (int i = 0; i < n; i++)
+                for (int r = 0; r < mb; r++) {
+                    const size_t at = ((size_t)i * T + t0 + r) * din;
+                    const nf_real *a = yt + ((size_t)i * mb + r) * 2 * din, *mu = a + din;
+                    for (int e = 0; e < din; e++) {
+                        nf_real v = w->zt[at + e] * (nf_real)exp(soft_clamp(a[e], st->clamp)) + mu[e];
+                        change = fmax(change, fabs((double)v - w->xt[at + e]));
+                        w->xt[at + e] = v;
+                    }
+                }
+            if (change <= b->jacobi_tol) break;
+        }
+    }
+    b->last_sweeps = sweeps;
+    b->last_fell_back = 0;
+    return logdet_at_solution(b, w, logdet, ctx, n);
+}
+
 static int tarflow_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
                            nf_real *ws)
 {
@@ -326,6 +398,8 @@ static int tarflow_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf
     int rc;
     if (b->invert_method == NF_INVERT_SEQUENTIAL) {
         rc = inverse_sequential(b, &w, logdet, ctx, n);
+    } else if (b->jacobi_block > 0) {
+        rc = inverse_blocks(b, &w, logdet, ctx, n);
     } else {
         rc = inverse_jacobi(b, &w, logdet, ctx, n);
     }

@@ -361,58 +361,77 @@ size_t nf_attention_kv_size(const nf_attention *A, int n, int Tmax)
 
 size_t nf_attention_step_workspace(const nf_attention *A, int n, int Tmax)
 {
-    return (size_t)n * 4 * A->d + (size_t)NF_NN_MAX_THREADS * Tmax;
+    return nf_attention_block_workspace(A, n, 1, Tmax);
+}
+
+size_t nf_attention_block_workspace(const nf_attention *A, int n, int m, int Tmax)
+{
+    return (size_t)n * m * 4 * A->d + (size_t)NF_NN_MAX_THREADS * m * Tmax;
 }
 
 typedef struct step_job {
     const nf_attention *A;
     const nf_params *P;
     nf_real *qkv, *o, *s, *kv;
-    int Tmax, t, n;
+    int Tmax, t0, m, n;
 } step_job;
 
-/* Sequences b of a part: normalise q, k; store k, v at position t; o_b per head. */
+/* Sequences b of a part: normalise the m rows' q, k; store k, v at positions t0..t0+m-1; then per
+ * head the scores S = q K_{0..t0+m-1}^T / sqrt(dh) (m, t0 + m), row j's softmax over columns
+ * 0..t0+j (zeros right of them: causal within the block), o = S V. */
 static void step_part(void *arg, int part, int nparts)
 {
     const step_job *j = arg;
     const nf_attention *A = j->A;
-    const int d = A->d, H = A->heads, dh = A->dh, t = j->t, Tmax = j->Tmax;
+    const int d = A->d, H = A->heads, dh = A->dh, t0 = j->t0, m = j->m, L = t0 + m, Tmax = j->Tmax;
     const nf_real scale = (nf_real)(1.0 / sqrt((double)dh));
-    nf_real *s = j->s + (size_t)part * Tmax, *Kc = j->kv, *Vc = j->kv + (size_t)j->n * Tmax * d;
+    nf_real *s = j->s + (size_t)part * m * Tmax, *Kc = j->kv, *Vc = j->kv + (size_t)j->n * Tmax * d;
     for (int b = (int)((long)j->n * part / nparts); b < (int)((long)j->n * (part + 1) / nparts); b++) {
-        nf_real *row = j->qkv + (size_t)b * 3 * d;
-        if (A->qk_norm)
-            for (int h = 0; h < H; h++) {
-                rms_row(row + (size_t)h * dh, row + (size_t)h * dh, j->P->value + A->q_gain, dh);
-                rms_row(row + d + (size_t)h * dh, row + d + (size_t)h * dh, j->P->value + A->k_gain, dh);
-            }
+        nf_real *rows = j->qkv + (size_t)b * m * 3 * d;
         nf_real *kb = Kc + (size_t)b * Tmax * d, *vb = Vc + (size_t)b * Tmax * d;
-        memcpy(kb + (size_t)t * d, row + d, (size_t)d * sizeof *kb);
-        memcpy(vb + (size_t)t * d, row + 2 * d, (size_t)d * sizeof *vb);
+        for (int r = 0; r < m; r++) {
+            nf_real *row = rows + (size_t)r * 3 * d;
+            if (A->qk_norm)
+                for (int h = 0; h < H; h++) {
+                    rms_row(row + (size_t)h * dh, row + (size_t)h * dh, j->P->value + A->q_gain, dh);
+                    rms_row(row + d + (size_t)h * dh, row + d + (size_t)h * dh, j->P->value + A->k_gain, dh);
+                }
+            memcpy(kb + (size_t)(t0 + r) * d, row + d, (size_t)d * sizeof *kb);
+            memcpy(vb + (size_t)(t0 + r) * d, row + 2 * d, (size_t)d * sizeof *vb);
+        }
         for (int h = 0; h < H; h++) {
-            nf_gemm(0, 1, 1, t + 1, dh, scale, row + (size_t)h * dh, dh, kb + (size_t)h * dh, d, 0, s, t + 1);
-            softmax_row(s, t + 1, NULL);
-            nf_gemm(0, 0, 1, dh, t + 1, 1, s, t + 1, vb + (size_t)h * dh, d, 0, j->o + (size_t)b * d + (size_t)h * dh,
-                    dh);
+            nf_gemm(0, 1, m, L, dh, scale, rows + (size_t)h * dh, 3 * d, kb + (size_t)h * dh, d, 0, s, L);
+            for (int r = 0; r < m; r++) {
+                softmax_row(s + (size_t)r * L, t0 + r + 1, NULL);
+                for (int c = t0 + r + 1; c < L; c++) s[(size_t)r * L + c] = 0;
+            }
+            nf_gemm(0, 0, m, dh, L, 1, s, L, vb + (size_t)h * dh, d, 0, j->o + (size_t)b * m * d + (size_t)h * dh, d);
         }
     }
 }
 
-/* Step t for every sequence b: [q|k|v] = x_t Wqkv^T + b (normalised as in forward), k and v stored at
- * position t, p = softmax(q K_{0..t}^T / sqrt(dh)) per head, o = p V_{0..t}, y_t = o Wo^T + bo.
- * Sequences are split over the pool in fixed ranges, each part with its own score row. */
 int nf_attention_step(const nf_attention *A, const nf_params *P, nf_real *ws, nf_real *kv, int Tmax, nf_real *y,
                       const nf_real *x, int t, int n)
 {
-    if (t < 0 || t >= Tmax)
-        return nf_error(NF_EINVAL, "attention step: position t=%d; expected 0 <= t < %d (the cache's length)", t,
-                        Tmax);
+    return nf_attention_block(A, P, ws, kv, Tmax, y, x, t, 1, n);
+}
+
+/* Tokens t0..t0+m-1 of every sequence b (rows b m + r of x): [q|k|v] = x Wqkv^T + b (normalised as
+ * in forward) over all n m rows, k and v stored at their positions, per head p = the causal
+ * softmax of q K^T / sqrt(dh) over positions 0..t0+r, o = p V, y = o Wo^T + bo.  Sequences are
+ * split over the pool in fixed ranges, each part with its own score tile. */
+int nf_attention_block(const nf_attention *A, const nf_params *P, nf_real *ws, nf_real *kv, int Tmax, nf_real *y,
+                       const nf_real *x, int t0, int m, int n)
+{
+    if (t0 < 0 || m < 1 || t0 + m > Tmax)
+        return nf_error(NF_EINVAL, "attention step: positions %d..%d; expected 0 <= t0 <= t0 + m - 1 < %d (the "
+                                   "cache's length)", t0, t0 + m - 1, Tmax);
     if (n <= 0) return NF_OK;
-    const int d = A->d;
-    step_job j = {A, P, ws, ws + (size_t)n * 3 * d, ws + (size_t)n * 4 * d, kv, Tmax, t, n};
-    nf_linear_forward(&A->qkv, P, NULL, j.qkv, x, n);
-    const int parts = pair_threads(n, 4.0 * n * (double)(t + 1) * d);
+    const int d = A->d, N = n * m;
+    step_job j = {A, P, ws, ws + (size_t)N * 3 * d, ws + (size_t)N * 4 * d, kv, Tmax, t0, m, n};
+    nf_linear_forward(&A->qkv, P, NULL, j.qkv, x, N);
+    const int parts = pair_threads(n, 4.0 * N * (double)(t0 + m) * d);
     nf_threads_run(parts, parts, step_part, &j);
-    nf_linear_forward(&A->out, P, NULL, y, j.o, n);
+    nf_linear_forward(&A->out, P, NULL, y, j.o, N);
     return NF_OK;
 }

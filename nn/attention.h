@@ -75,5 +75,12 @@ size_t nf_attention_kv_size(const nf_attention *A, int n, int Tmax);
 size_t nf_attention_step_workspace(const nf_attention *A, int n, int Tmax);
 int nf_attention_step(const nf_attention *A, const nf_params *P, nf_real *ws, nf_real *kv, int Tmax, nf_real *y,
                       const nf_real *x, int t, int n);
+/* The same for a block of m tokens per sequence at positions t0..t0+m-1 at once (one pass: x and y
+ * (n, m, d), sequence-major; each row attends to the cache before t0 and to the block's rows up to
+ * itself): a Jacobi sweep over the block rewrites the same cache positions, so sweeping it again
+ * from a new iterate needs no rewind.  ws: nf_attention_block_workspace reals. */
+size_t nf_attention_block_workspace(const nf_attention *A, int n, int m, int Tmax);
+int nf_attention_block(const nf_attention *A, const nf_params *P, nf_real *ws, nf_real *kv, int Tmax, nf_real *y,
+                       const nf_real *x, int t0, int m, int n);
 
 #endif

@@ -253,33 +253,43 @@ void nf_transformer_backward_hidden(const nf_transformer *tf, nf_params *P, nf_r
 
 struct nf_transformer_decoder {
     const nf_transformer *tf;
-    int n_max, n, next;         /* capacity, sequences now, next position to decode */
+    int n_max, m_max, n, next; /* capacity (sequences, tokens per call), sequences now, next position */
     nf_real *kv;                /* (layers) caches of nf_attention_kv_size(n_max, T) */
     nf_real *ws;                /* step scratch */
     size_t kv_one;
 };
 
-/* Step scratch: u (n, din) | hA, hB (n, d) | f (n, d) | cf (n, 2) | ce (n, d) | block step scratch. */
-static size_t step_ws(const nf_transformer *tf, int n)
+/* Step scratch for N = n m rows: u (N, din) | hA, hB (N, d) | f (N, d) | cf (N, 2) | ce (n, d) |
+ * block step scratch. */
+static size_t step_ws(const nf_transformer *tf, int n, int m)
 {
     const nf_transformer_config *c = &tf->cfg;
-    const size_t blk = c->layers > 0 ? nf_tblock_step_workspace(&tf->blocks[0], n, c->T) : 0;
-    return (size_t)n * (c->din + 4 * (size_t)c->d + 2) + blk;
+    const size_t N = (size_t)n * m;
+    const size_t blk = c->layers > 0 ? nf_tblock_block_workspace(&tf->blocks[0], n, m, c->T) : 0;
+    return N * (c->din + 3 * (size_t)c->d + 2) + (size_t)n * c->d + blk;
 }
 
 int nf_transformer_decoder_create(nf_transformer_decoder **out, const nf_transformer *tf, int n_max)
 {
+    return nf_transformer_decoder_create_block(out, tf, n_max, 1);
+}
+
+int nf_transformer_decoder_create_block(nf_transformer_decoder **out, const nf_transformer *tf, int n_max, int m_max)
+{
     *out = NULL;
-    if (n_max < 1) return nf_error(NF_EINVAL, "transformer decoder: n_max=%d sequences; expected >= 1", n_max);
     const nf_transformer_config *c = &tf->cfg;
+    if (n_max < 1) return nf_error(NF_EINVAL, "transformer decoder: n_max=%d sequences; expected >= 1", n_max);
+    if (m_max < 1 || m_max > c->T)
+        return nf_error(NF_EINVAL, "transformer decoder: blocks of %d tokens; expected 1..%d", m_max, c->T);
     nf_transformer_decoder *dec = nf_calloc(1, sizeof *dec, "transformer decoder");
     if (!dec) return NF_ENOMEM;
     dec->tf = tf;
     dec->n_max = n_max;
+    dec->m_max = m_max;
     dec->kv_one = c->layers > 0 ? nf_attention_kv_size(&tf->blocks[0].attn, n_max, c->T) : 0;
     const size_t kv = dec->kv_one * c->layers;
     dec->kv = nf_calloc(kv ? kv : 1, sizeof *dec->kv, "transformer decoder key/value caches");
-    dec->ws = nf_calloc(step_ws(tf, n_max), sizeof *dec->ws, "transformer decoder scratch");
+    dec->ws = nf_calloc(step_ws(tf, n_max, m_max), sizeof *dec->ws, "transformer decoder scratch");
     if (!dec->kv || !dec->ws) {
         nf_transformer_decoder_free(dec);
         return NF_ENOMEM;
@@ -306,42 +316,58 @@ int nf_transformer_decode_begin(nf_transformer_decoder *dec, int n)
     return NF_OK;
 }
 
-/* The forward's formulas on token t of every sequence, each block's attention through its cache. */
 int nf_transformer_decode_step(nf_transformer_decoder *dec, const nf_params *P, nf_real *y, int t,
                                const nf_real *xprev, const nf_real *ctx)
 {
+    return nf_transformer_decode_block(dec, P, y, t, 1, xprev, ctx);
+}
+
+/* The forward's formulas on tokens t0..t0+m-1 of every sequence (n m rows), each block's attention
+ * through its cache. */
+int nf_transformer_decode_block(nf_transformer_decoder *dec, const nf_params *P, nf_real *y, int t0, int m,
+                                const nf_real *xprev, const nf_real *ctx)
+{
     const nf_transformer *tf = dec->tf;
     const nf_transformer_config *c = &tf->cfg;
-    const int n = dec->n, d = c->d, din = c->din;
+    const int n = dec->n, d = c->d, din = c->din, N = n * m;
     if (n < 1) return nf_error(NF_EINVAL, "transformer decoder: step before begin");
-    if (t < 0 || t > dec->next || t >= c->T)
-        return nf_error(NF_EINVAL, "transformer decoder: position t=%d; expected 0..%d (decoded so far, below T=%d)",
-                        t, dec->next < c->T - 1 ? dec->next : c->T - 1, c->T);
-    if (t > 0 && !xprev)
-        return nf_error(NF_EINVAL, "transformer decoder: no token x_%d given for position t=%d", t - 1, t);
+    if (m < 1 || m > dec->m_max)
+        return nf_error(NF_EINVAL, "transformer decoder: a block of %d tokens; expected 1..%d (m_max at creation)", m,
+                        dec->m_max);
+    if (t0 < 0 || t0 > dec->next || t0 + m > c->T)
+        return nf_error(NF_EINVAL, "transformer decoder: positions %d..%d; expected to start at 0..%d (decoded so "
+                                   "far) and end below T=%d", t0, t0 + m - 1, dec->next < c->T - 1 ? dec->next : c->T - 1,
+                        c->T);
+    if ((t0 > 0 || m > 1) && !xprev)
+        return nf_error(NF_EINVAL, "transformer decoder: no tokens given before position %d", t0 + m - 1);
     if (c->ctx > 0 && !ctx)
         return nf_error(NF_EINVAL, "transformer decoder: no context given; the network expects %d columns", c->ctx);
-    const size_t nd = (size_t)n * d;
-    nf_real *u = dec->ws, *hA = u + (size_t)n * din, *hB = hA + nd, *f = hB + nd, *cf = f + nd, *ce = cf + 2 * n;
-    nf_real *bws = ce + nd;
+    const size_t nd = (size_t)N * d;
+    nf_real *u = dec->ws, *hA = u + (size_t)N * din, *hB = hA + nd, *f = hB + nd, *cf = f + nd, *ce = cf + 2 * (size_t)N;
+    nf_real *bws = ce + (size_t)n * d;
+    /* row (b, r) reads x_{t0+r-1}: the start token at position 0 */
     for (int b = 0; b < n; b++)
-        memcpy(u + (size_t)b * din, t == 0 ? P->value + tf->start : xprev + (size_t)b * din, (size_t)din * sizeof *u);
-    nf_linear_forward(&tf->in, P, NULL, hA, u, n);
+        for (int r = 0; r < m; r++) {
+            const size_t row = (size_t)b * m + r;
+            memcpy(u + row * din, t0 + r == 0 ? P->value + tf->start : xprev + row * din, (size_t)din * sizeof *u);
+        }
+    nf_linear_forward(&tf->in, P, NULL, hA, u, N);
     if (c->ctx > 0) nf_linear_forward(&tf->ctx, P, NULL, ce, ctx, n);
-    const nf_real *pt = P->value + tf->pos + (size_t)t * d;
-    for (int b = 0; b < n; b++) {
-        nf_real *h = hA + (size_t)b * d;
-        for (int i = 0; i < d; i++) h[i] += pt[i];
-        if (c->ctx > 0)
-            for (int i = 0; i < d; i++) h[i] += ce[(size_t)b * d + i];
-    }
+    for (int b = 0; b < n; b++)
+        for (int r = 0; r < m; r++) {
+            nf_real *h = hA + ((size_t)b * m + r) * d;
+            const nf_real *pt = P->value + tf->pos + (size_t)(t0 + r) * d;
+            for (int i = 0; i < d; i++) h[i] += pt[i];
+            if (c->ctx > 0)
+                for (int i = 0; i < d; i++) h[i] += ce[(size_t)b * d + i];
+        }
     for (int l = 0; l < c->layers; l++) {
-        NF_TRY(nf_tblock_step(&tf->blocks[l], P, bws, dec->kv + l * dec->kv_one, c->T, hB, hA, t, n));
+        NF_TRY(nf_tblock_block(&tf->blocks[l], P, bws, dec->kv + l * dec->kv_one, c->T, hB, hA, t0, m, n));
         nf_real *tmp = hA;
         hA = hB, hB = tmp;
     }
-    nf_layernorm_forward(&tf->ln_f, P, f, cf, hA, n);
-    nf_linear_forward(&tf->out, P, NULL, y, f, n);
-    dec->next = t + 1;
+    nf_layernorm_forward(&tf->ln_f, P, f, cf, hA, N);
+    nf_linear_forward(&tf->out, P, NULL, y, f, N);
+    dec->next = t0 + m;
     return NF_OK;
 }

@@ -55,6 +55,10 @@ void nf_tblock_backward(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_
 size_t nf_tblock_step_workspace(const nf_tblock *B, int n, int Tmax);
 int nf_tblock_step(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_real *kv, int Tmax, nf_real *y,
                    const nf_real *x, int t, int n);
+/* m tokens per sequence at positions t0..t0+m-1 at once (x, y (n, m, d)), nf_attention_block. */
+size_t nf_tblock_block_workspace(const nf_tblock *B, int n, int m, int Tmax);
+int nf_tblock_block(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_real *kv, int Tmax, nf_real *y,
+                    const nf_real *x, int t0, int m, int n);
 
 /* ------------------------------------------------------------------------------ conditioner */
 
@@ -103,5 +107,15 @@ int nf_transformer_decode_begin(nf_transformer_decoder *dec, int n);
  * for a t beyond the next position or >= T, or a missing x_{t-1}. */
 int nf_transformer_decode_step(nf_transformer_decoder *dec, const nf_params *P, nf_real *y, int t,
                                const nf_real *xprev, const nf_real *ctx);
+/* Decoders that also take blocks of up to m_max tokens per call (create = create_block with 1). */
+int nf_transformer_decoder_create_block(nf_transformer_decoder **out, const nf_transformer *tf, int n_max, int m_max);
+/* Rows t0..t0+m-1 of the forward at once, y (n, m, dout), given the inputs of those positions xprev
+ * (n, m, din): row (b, r) is x_{t0+r-1} of sequence b (ignored for position 0), and ctx (n, C).
+ * One pass over n m rows: what a Jacobi sweep over a block of tokens needs, each row attending to
+ * the cache before t0 and to the block's earlier rows.  It writes the cache at t0..t0+m-1, so the
+ * same block can be swept again (from a new iterate) and the next block starts at t0 + m.  t0 may
+ * be at most the next position (decoded so far); NF_EINVAL otherwise or for m > m_max. */
+int nf_transformer_decode_block(nf_transformer_decoder *dec, const nf_params *P, nf_real *y, int t0, int m,
+                                const nf_real *xprev, const nf_real *ctx);
 
 #endif

@@ -109,23 +109,36 @@ void nf_tblock_backward(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_
 
 size_t nf_tblock_step_workspace(const nf_tblock *B, int n, int Tmax)
 {
-    return (size_t)n * (3 * (size_t)B->d + 4 + (size_t)B->hidden) + nf_attention_step_workspace(&B->attn, n, Tmax);
+    return nf_tblock_block_workspace(B, n, 1, Tmax);
 }
 
-/* The forward's formulas on one token per sequence, attention through the cache. */
+size_t nf_tblock_block_workspace(const nf_tblock *B, int n, int m, int Tmax)
+{
+    const size_t N = (size_t)n * m;
+    return N * (3 * (size_t)B->d + 4 + (size_t)B->hidden) + nf_attention_block_workspace(&B->attn, n, m, Tmax);
+}
+
 int nf_tblock_step(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_real *kv, int Tmax, nf_real *y,
                    const nf_real *x, int t, int n)
 {
+    return nf_tblock_block(B, P, ws, kv, Tmax, y, x, t, 1, n);
+}
+
+/* The forward's formulas on m tokens per sequence (n m rows), attention through the cache. */
+int nf_tblock_block(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_real *kv, int Tmax, nf_real *y,
+                    const nf_real *x, int t0, int m, int n)
+{
     if (n <= 0) return NF_OK;
-    const size_t nd = (size_t)n * B->d;
-    nf_real *a = ws, *h = a + nd, *b = h + nd, *c = b + nd, *m = c + (size_t)n * 4, *aws = m + (size_t)n * B->hidden;
-    nf_layernorm_forward(&B->ln1, P, a, c, x, n);
-    NF_TRY(nf_attention_step(&B->attn, P, aws, kv, Tmax, h, a, t, n));
+    const int N = n * m;
+    const size_t nd = (size_t)N * B->d;
+    nf_real *a = ws, *h = a + nd, *b = h + nd, *c = b + nd, *u = c + (size_t)N * 4, *aws = u + (size_t)N * B->hidden;
+    nf_layernorm_forward(&B->ln1, P, a, c, x, N);
+    NF_TRY(nf_attention_block(&B->attn, P, aws, kv, Tmax, h, a, t0, m, n));
     for (size_t i = 0; i < nd; i++) h[i] += x[i];
-    nf_layernorm_forward(&B->ln2, P, b, c + 2 * (size_t)n, h, n);
-    nf_linear_forward(&B->fc1, P, NULL, m, b, n);
-    nf_act_forward(NF_ACT_GELU, m, m, (size_t)n * B->hidden);
+    nf_layernorm_forward(&B->ln2, P, b, c + 2 * (size_t)N, h, N);
+    nf_linear_forward(&B->fc1, P, NULL, u, b, N);
+    nf_act_forward(NF_ACT_GELU, u, u, (size_t)N * B->hidden);
     memcpy(y, h, nd * sizeof *y);
-    nf_linear_forward_cat(&B->fc2, P, NULL, y, m, NULL, 0, 1, n);
+    nf_linear_forward_cat(&B->fc2, P, NULL, y, u, NULL, 0, 1, N);
     return NF_OK;
 }

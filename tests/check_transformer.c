@@ -401,6 +401,55 @@ START_TEST(test_tf_decode)
 }
 END_TEST
 
+/* Decoding blocks of tokens: blocks of 4, 1, 3 and 1 tokens give the rows of the full forward; a
+ * block swept first from wrong inputs and then again from the right ones (a Jacobi sweep repeated)
+ * gives them too, and so does every later block (its first sweep rewrote the cache). */
+START_TEST(test_tf_decode_block)
+{
+    nf_transformer_config cfg = base_cfg;
+    cfg.T = 9, cfg.d = 12, cfg.heads = 3, cfg.layers = 3;
+    fcase c;
+    const int n = 3, T = cfg.T, din = cfg.din, dout = cfg.dout, mmax = 4;
+    tf_setup(&c, &cfg, n, 610);
+    c.forward(&c);
+    nf_transformer_decoder *dec = NULL;
+    ck_assert_int_eq(nf_transformer_decoder_create_block(&dec, c.tf, n, mmax), NF_OK);
+    ck_assert_int_eq(nf_transformer_decode_begin(dec, n), NF_OK);
+    nf_real *xp = malloc((size_t)n * mmax * din * sizeof *xp), *yt = malloc((size_t)n * mmax * dout * sizeof *yt);
+    const int sizes[] = {4, 1, 3, 1};
+    for (int k = 0, t0 = 0; k < 4; t0 += sizes[k++]) {
+        const int m = sizes[k];
+        for (int sweep = 0; sweep < 2; sweep++) {
+            for (int b = 0; b < n; b++)
+                for (int r = 0; r < m; r++)
+                    for (int j = 0; j < din; j++)
+                        xp[((size_t)b * m + r) * din + j] =
+                            t0 + r == 0 ? 0 : c.x[((size_t)b * T + t0 + r - 1) * din + j] + (sweep ? 0 : (nf_real)0.37);
+            ck_assert_int_eq(nf_transformer_decode_block(dec, c.P, yt, t0, m, xp, c.ctx), NF_OK);
+        }
+        for (int b = 0; b < n; b++)
+            for (int r = 0; r < m; r++)
+                for (int j = 0; j < dout; j++) {
+                    const double full = c.y[((size_t)b * T + t0 + r) * dout + j];
+                    const double blk = yt[((size_t)b * m + r) * dout + j];
+                    ck_assert_msg(nf_test_relerr(full, blk, 1) < TOL_FWD,
+                                  "block at %d of %d tokens, b=%d r=%d j=%d: %.10g, full forward %.10g", t0, m, b, r, j,
+                                  blk, full);
+                }
+    }
+    /* refused: a block longer than m_max, one running past T, one starting beyond the next position */
+    ck_assert_int_eq(nf_transformer_decode_begin(dec, n), NF_OK);
+    ck_assert_int_eq(nf_transformer_decode_block(dec, c.P, yt, 0, mmax + 1, xp, c.ctx), NF_EINVAL);
+    ck_assert_int_eq(nf_transformer_decode_block(dec, c.P, yt, 2, 2, xp, c.ctx), NF_EINVAL);
+    ck_assert_int_eq(nf_transformer_decode_block(dec, c.P, yt, 0, 4, xp, c.ctx), NF_OK);
+    ck_assert_int_eq(nf_transformer_decode_block(dec, c.P, yt, 4, 4, xp, c.ctx), NF_OK);
+    ck_assert_int_eq(nf_transformer_decode_block(dec, c.P, yt, 8, 2, xp, c.ctx), NF_EINVAL);
+    free(xp), free(yt);
+    nf_transformer_decoder_free(dec);
+    fcase_teardown(&c);
+}
+END_TEST
+
 START_TEST(test_tf_zero_init_and_errors)
 {
     nf_transformer_config cfg = base_cfg;
@@ -447,6 +496,7 @@ static Suite *transformer_suite(void)
     tcase_add_test(t, test_tf_hidden_gradients);
     tcase_add_test(t, test_tf_causal);
     tcase_add_test(t, test_tf_decode);
+    tcase_add_test(t, test_tf_decode_block);
     tcase_add_test(t, test_tf_zero_init_and_errors);
     suite_add_tcase(s, t);
     return s;
