@@ -18,8 +18,15 @@
  *               change is below jacobi_tol (flows/jacobi.h); token t is exact after t + 1 sweeps, so
  *               at most T sweeps; the start is x^0 = 0 (the data's centre);
  *   auto        Jacobi, finishing with exact passes if the sweep cap is reached.
+ *   blocks      (b->jacobi_block = m > 0) Jacobi over blocks of m tokens in turn, earlier blocks in the
+ *               cache (inverse_blocks below).
  * b->last_sweeps counts transformer passes (sequential: T token steps = one pass in cost, reported
  * as T sequential steps).
+ *
+ * frames=K: the image is K frames stacked vertically (rows f h/K .. (f + 1) h/K - 1 are frame f),
+ * and each frame is its own sequence of T tokens through the same transformer: the block is then a
+ * frame-local flow (the video flow's local blocks, training/model_video.h), computed as one batch of
+ * n K sequences, the log-determinant of row i the sum over its frames.
  *
  * Classifier-free guidance (b->guidance = w, conditional blocks, sampling only): the conditioner's
  * outputs become (1 + w) f(x_<t, class) - w f(x_<t, empty context), both passes per step or sweep
@@ -42,14 +49,15 @@
 
 typedef struct tarflow_state {
     nf_image_shape img;
-    int p, T, din;           /* patch side, tokens, token width */
+    int p, T, din;           /* patch side, tokens (of one frame), token width */
+    int frames;              /* K frames stacked vertically, each its own sequence of T tokens (1: one image) */
     int reverse;
     nf_real clamp;
     nf_transformer *tf;
     nf_transformer_decoder *dec, *dec_u; /* created on the first sequential inverse (dec_u: the
                                            unconditional one of guided sampling) */
     int dec_n, dec_m;        /* rows and block length the decoders hold */
-    int *tok_of;             /* (T * din) position in the image of token entry e (after the order) */
+    int *tok_of;             /* (K T din) position in the image of token entry e (after the order) */
     nf_real *fwd_ws;         /* workspace of the last density-direction forward (NULL after an inverse) */
     int fwd_n;               /* its rows */
     const nf_real *dh;       /* (n, T, d) extra gradient of the hidden state (nf_tarflow_set_hidden_grad) */
@@ -69,7 +77,8 @@ typedef struct tf_ws {
     nf_real *tfws;
 } tf_ws;
 
-static size_t tok_len(const tarflow_state *st, int n) { return (size_t)n * st->T * st->din; }
+/* Token entries of n rows: K T din each, i.e. n K sequences of T tokens. */
+static size_t tok_len(const tarflow_state *st, int n) { return (size_t)n * st->frames * st->T * st->din; }
 
 static tf_ws split_ws(const nf_bijector *b, nf_real *ws, int n)
 {
@@ -84,7 +93,7 @@ static tf_ws split_ws(const nf_bijector *b, nf_real *ws, int n)
     w.ctx = ws, ws += (size_t)n * (b->ctx_dim ? b->ctx_dim : 1);
     w.zctx = ws, ws += (size_t)n * (b->ctx_dim ? b->ctx_dim : 1);
     w.outu = ws, ws += 2 * L;
-    w.iwork = (int *)ws, ws += (size_t)2 * n; /* an int fits in an nf_real's bytes */
+    w.iwork = (int *)ws, ws += (size_t)2 * n * st->frames; /* an int fits in an nf_real's bytes */
     w.tfws = ws;
     return w;
 }
@@ -92,21 +101,21 @@ static tf_ws split_ws(const nf_bijector *b, nf_real *ws, int n)
 static size_t tarflow_workspace(const nf_bijector *b, int n)
 {
     const tarflow_state *st = b->state;
-    return 9 * tok_len(st, n) + (size_t)2 * n * (b->ctx_dim ? b->ctx_dim : 1) + (size_t)2 * n +
-           nf_transformer_workspace(st->tf, n);
+    return 9 * tok_len(st, n) + (size_t)2 * n * (b->ctx_dim ? b->ctx_dim : 1) + (size_t)2 * n * st->frames +
+           nf_transformer_workspace(st->tf, n * st->frames);
 }
 
 /* tokens[i, e] = x[i, tok_of[e]] (gather) and its adjoint (scatter, optionally adding). */
 static void gather(const tarflow_state *st, nf_real *tok, const nf_real *x, int D, int n)
 {
-    const int E = st->T * st->din;
+    const int E = st->frames * st->T * st->din;
     for (int i = 0; i < n; i++)
         for (int e = 0; e < E; e++) tok[(size_t)i * E + e] = x[(size_t)i * D + st->tok_of[e]];
 }
 
 static void scatter(const tarflow_state *st, nf_real *x, const nf_real *tok, int D, int n, int add)
 {
-    const int E = st->T * st->din;
+    const int E = st->frames * st->T * st->din;
     for (int i = 0; i < n; i++)
         for (int e = 0; e < E; e++) {
             nf_real *d = x + (size_t)i * D + st->tok_of[e];
@@ -125,12 +134,13 @@ static void guide(nf_real *out, const nf_real *outu, double w, size_t len)
 /* Whether the sampling direction is guided: a weight, and a context to guide with. */
 static int guided(const nf_bijector *b, const nf_real *ctx) { return b->guidance != 0 && b->ctx_dim > 0 && ctx; }
 
-/* z = (x - mu) exp(-s) over n rows of tokens; logdet[i] -= sum s. */
+/* z = (x - mu) exp(-s) over R sequences of tokens; logdet[i / K] -= sum s (sequence i is frame
+ * i mod K of row i / K). */
 static void affine_forward(const tarflow_state *st, nf_real *zt, nf_real *logdet, const nf_real *xt,
-                           const nf_real *out, int n)
+                           const nf_real *out, int R)
 {
     const int T = st->T, din = st->din;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < R; i++) {
         double ld = 0;
         for (int t = 0; t < T; t++) {
             const nf_real *a = out + ((size_t)i * T + t) * 2 * din, *mu = a + din;
@@ -142,7 +152,7 @@ static void affine_forward(const tarflow_state *st, nf_real *zt, nf_real *logdet
                 ld += s;
             }
         }
-        logdet[i] -= (nf_real)ld;
+        logdet[i / st->frames] -= (nf_real)ld;
     }
 }
 
@@ -164,8 +174,8 @@ static int tarflow_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf
     tarflow_state *st = b->state;
     tf_ws w = split_ws(b, ws, n);
     gather(st, w.xt, x, b->dim, n);
-    nf_transformer_forward(st->tf, b->P, w.tfws, w.out, w.xt, ctx, n);
-    affine_forward(st, w.zt, logdet, w.xt, w.out, n);
+    nf_transformer_forward(st->tf, b->P, w.tfws, w.out, w.xt, ctx, n * st->frames);
+    affine_forward(st, w.zt, logdet, w.xt, w.out, n * st->frames);
     scatter(st, y, w.zt, b->dim, n, 0);
     nf_image_tail(&st->img, b->dim, y, x, n, 0);
     st->fwd_ws = ws, st->fwd_n = n;
@@ -178,9 +188,9 @@ static int tarflow_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf
     (void)x, (void)y; /* the forward's tokens are in the workspace */
     tarflow_state *st = b->state;
     tf_ws w = split_ws(b, ws, n);
-    const int T = st->T, din = st->din;
+    const int T = st->T, din = st->din, R = n * st->frames;
     gather(st, w.zt, dy, b->dim, n); /* dz tokens (zt is free after forward) */
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < R; i++)
         for (int t = 0; t < T; t++) {
             const nf_real *a = w.out + ((size_t)i * T + t) * 2 * din, *mu = a + din;
             const nf_real *xv = w.xt + ((size_t)i * T + t) * din, *dz = w.zt + ((size_t)i * T + t) * din;
@@ -189,11 +199,11 @@ static int tarflow_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf
                 nf_real s = soft_clamp(a[k], st->clamp), e = (nf_real)exp(-s), z = (xv[k] - mu[k]) * e;
                 dxv[k] = dz[k] * e;
                 dmu[k] = -dz[k] * e;
-                nf_real ds = -dz[k] * z - dlogdet[i], r = s / st->clamp;
+                nf_real ds = -dz[k] * z - dlogdet[i / st->frames], r = s / st->clamp;
                 da[k] = ds * (1 - r * r);
             }
         }
-    nf_transformer_backward_hidden(st->tf, b->P, w.tfws, w.dxt, dctx, w.dout, st->dh, w.xt, ctx, n);
+    nf_transformer_backward_hidden(st->tf, b->P, w.tfws, w.dxt, dctx, w.dout, st->dh, w.xt, ctx, R);
     if (dx) {
         scatter(st, dx, w.dxt, b->dim, n, 1);
         nf_image_tail(&st->img, b->dim, dx, dy, n, 1);
@@ -250,7 +260,7 @@ static int inverse_sequential(nf_bijector *b, tf_ws *w, nf_real *logdet, const n
                 w->xt[at + k] = w->zt[at + k] * (nf_real)exp(s) + mu[k];
                 ld += s;
             }
-            logdet[i] += (nf_real)ld;
+            logdet[i / st->frames] += (nf_real)ld;
         }
     }
     b->last_sweeps = T;
@@ -330,7 +340,7 @@ static int logdet_at_solution(nf_bijector *b, tf_ws *w, nf_real *logdet, const n
             size_t t = e / st->din, k = e % st->din;
             ld += soft_clamp(w->out[(size_t)i * 2 * E + t * 2 * st->din + k], st->clamp);
         }
-        logdet[i] += (nf_real)ld;
+        logdet[i / st->frames] += (nf_real)ld;
     }
     return NF_OK;
 }
@@ -395,13 +405,15 @@ static int tarflow_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf
     tf_ws w = split_ws(b, ws, n);
     st->fwd_ws = NULL; /* the sweeps overwrite the forward's caches */
     gather(st, w.zt, y, b->dim, n);
+    /* the solvers work on the R = n K sequences; logdet[i / K] receives sequence i's */
+    const int R = n * st->frames;
     int rc;
     if (b->invert_method == NF_INVERT_SEQUENTIAL) {
-        rc = inverse_sequential(b, &w, logdet, ctx, n);
+        rc = inverse_sequential(b, &w, logdet, ctx, R);
     } else if (b->jacobi_block > 0) {
-        rc = inverse_blocks(b, &w, logdet, ctx, n);
+        rc = inverse_blocks(b, &w, logdet, ctx, R);
     } else {
-        rc = inverse_jacobi(b, &w, logdet, ctx, n);
+        rc = inverse_jacobi(b, &w, logdet, ctx, R);
     }
     if (rc != NF_OK) return nf_error_context(rc, "%s inverse", b->name);
     scatter(st, x, w.xt, b->dim, n, 0);
@@ -427,25 +439,36 @@ static int tarflow_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
     NF_TRY(nf_opts_int(opts, "qk", 1, 0, 1, &qk));
     NF_TRY(nf_opts_int(opts, "reverse", 0, 0, 1, &st->reverse));
     NF_TRY(nf_opts_double(opts, "clamp", 4, 0.1, 50, &clamp));
+    NF_TRY(nf_opts_int(opts, "frames", 1, 1, 1 << 16, &st->frames));
     const nf_image_shape *im = &st->img;
-    if (im->h % st->p || im->w % st->p)
-        return nf_error(NF_EINVAL, "%s: patch=%d must divide the image sides h=%d and w=%d", b->name, st->p, im->h, im->w);
+    const int K = st->frames, hf = im->h / K; /* each frame hf x w */
+    if (im->h % K)
+        return nf_error(NF_EINVAL, "%s: frames=%d must divide the image height h=%d (frames are stacked vertically)",
+                        b->name, K, im->h);
+    if (K > 1 && b->ctx_dim > 0)
+        return nf_error(NF_EINVAL, "%s: frames=%d with a context of %d values (frame-local blocks are unconditional)",
+                        b->name, K, b->ctx_dim);
+    if (hf % st->p || im->w % st->p)
+        return nf_error(NF_EINVAL, "%s: patch=%d must divide the %s sides h=%d and w=%d", b->name, st->p,
+                        K > 1 ? "frame" : "image", hf, im->w);
     if (width % heads)
         return nf_error(NF_EINVAL, "%s: width=%d is not a multiple of heads=%d", b->name, width, heads);
     st->clamp = (nf_real)clamp;
-    st->T = (im->h / st->p) * (im->w / st->p);
+    st->T = (hf / st->p) * (im->w / st->p);
     st->din = st->p * st->p * im->c;
-    st->tok_of = malloc((size_t)st->T * st->din * sizeof *st->tok_of);
+    st->tok_of = malloc((size_t)K * st->T * st->din * sizeof *st->tok_of);
     if (!st->tok_of) return nf_error(NF_ENOMEM, "%s: out of memory", b->name);
     const int pw = im->w / st->p;
-    for (int t = 0; t < st->T; t++) {
-        int src = st->reverse ? st->T - 1 - t : t, bi = src / pw, bj = src % pw;
-        for (int di = 0; di < st->p; di++)
-            for (int dj = 0; dj < st->p; dj++)
-                for (int k = 0; k < im->c; k++)
-                    st->tok_of[(size_t)t * st->din + (di * st->p + dj) * im->c + k] =
-                        ((bi * st->p + di) * im->w + (bj * st->p + dj)) * im->c + k;
-    }
+    /* sequence f (frame f, image rows f hf .. (f + 1) hf - 1), token t in raster order or reversed */
+    for (int f = 0; f < K; f++)
+        for (int t = 0; t < st->T; t++) {
+            int src = st->reverse ? st->T - 1 - t : t, bi = f * (hf / st->p) + src / pw, bj = src % pw;
+            for (int di = 0; di < st->p; di++)
+                for (int dj = 0; dj < st->p; dj++)
+                    for (int k = 0; k < im->c; k++)
+                        st->tok_of[((size_t)f * st->T + t) * st->din + (di * st->p + dj) * im->c + k] =
+                            ((bi * st->p + di) * im->w + (bj * st->p + dj)) * im->c + k;
+        }
     nf_transformer_config tc = {.din = st->din, .dout = 2 * st->din, .T = st->T, .d = width, .heads = heads,
                                 .layers = layers, .mlp_ratio = mlp, .ctx = b->ctx_dim,
                                 .qk_norm = qk ? NF_QK_RMS : NF_QK_NONE, .zero_init_output = 1};
@@ -468,7 +491,7 @@ static void tarflow_destroy(nf_bijector *b)
 
 const nf_bijector_type nf_bijector_tarflow = {
     .name = "tarflow",
-    .options_help = "h=1 w=1 c=D/(h*w) patch=1 width=64 heads=4 layers=2 mlp=4 qk=1 reverse=0|1 clamp=4",
+    .options_help = "h=1 w=1 c=D/(h*w) patch=1 width=64 heads=4 layers=2 mlp=4 qk=1 reverse=0|1 clamp=4 frames=1",
     .create = tarflow_create,
     .destroy = tarflow_destroy,
     .workspace = tarflow_workspace,
@@ -496,7 +519,7 @@ const nf_real *nf_tarflow_hidden(const nf_bijector *b, int n)
 {
     if (!nf_tarflow_is(b)) return NULL;
     const tarflow_state *st = b->state;
-    if (!st->fwd_ws || st->fwd_n != n) return NULL;
+    if (!st->fwd_ws || st->fwd_n != n || st->frames != 1) return NULL;
     tf_ws w = split_ws(b, st->fwd_ws, n);
     return nf_transformer_hidden(st->tf, w.tfws, n);
 }

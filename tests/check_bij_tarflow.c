@@ -7,7 +7,9 @@
  * with the key/value cache (and needs no more sweeps than tokens), the map is autoregressive over
  * tokens in its order (changing token t moves no output token before t), a new block is the
  * identity, bad options are refused, and a gradient handed to the transformer's hidden state
- * (flows/tarflow.h) is what finite differences of a loss on it give.
+ * (flows/tarflow.h) is what finite differences of a loss on it give.  With frames=K (K images
+ * stacked vertically, each its own token sequence: the frame-local blocks of the video flow) a
+ * frame's outputs depend on that frame only, and the solvers agree frame by frame.
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +29,10 @@ static const nf_bij_case cases[] = {
     {"tarflow", "h=4,w=2,c=1,patch=2,width=8,heads=2,layers=2", 11, 2, 0, 1, 0, 0},
     /* 2 x 4 x 1, reversed, two layers, context */
     {"tarflow", "h=2,w=4,c=1,width=6,heads=3,layers=2,reverse=1,mlp=2", 8, 2, 1.7, 1, 0, 0},
+    /* three 2 x 2 x 2 frames stacked (h = 6), each its own sequence of T = 4 tokens, and a tail;
+     * one with 2 x 2 patches of 4 x 2 frames, reversed */
+    {"tarflow", "h=6,w=2,c=2,frames=3,width=8,heads=2,layers=1", 26, 0, 0, 1, 0, 0},
+    {"tarflow", "h=8,w=2,c=1,patch=2,frames=2,width=8,heads=2,layers=2,reverse=1", 16, 0, 0, 1, 0, 0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -130,6 +136,69 @@ START_TEST(test_block_jacobi_equals_sequential)
     for (int k = 0; k < N * D; k++) dx = fmax(dx, fabs(xs[k] - xb[k]));
     ck_assert_msg(m.b.last_sweeps < T && dx < 1e-2, "tolerance 1e-3: %d sweeps, max |dx| %.3g", m.b.last_sweeps, dx);
     nf_test_bij_free(&m);
+}
+END_TEST
+
+/* frames=K: the K frames are independent sequences with shared weights: changing frame f moves
+ * the outputs of frame f only, and equals the same block run on that frame alone as an image
+ * (frames=1, same weights: the parameters are named alike); sequential, Jacobi and block Jacobi
+ * sampling agree. */
+START_TEST(test_frames_are_independent_sequences)
+{
+    enum { N = 3, K = 3, F = 16, D = K * F };
+    nf_test_bij m, one;
+    ck_assert_msg(make(&m, D, 0, "h=12,w=4,c=1,patch=2,frames=3,width=8,heads=2,layers=2", 31, N, 0.2) == NF_OK, "%s",
+                  nf_strerror_last());
+    ck_assert_msg(make(&one, F, 0, "h=4,w=4,c=1,patch=2,width=8,heads=2,layers=2", 31, N * K, 0.2) == NF_OK, "%s",
+                  nf_strerror_last());
+    ck_assert_int_eq((int)m.P->n, (int)one.P->n);
+    memcpy(one.P->value, m.P->value, m.P->n * sizeof(nf_real));
+    nf_real x[N * D], y[N * D], y1[N * D], ld[N] = {0}, ld1[N * K] = {0};
+    nf_test_fill_normal(x, N * D, 1.0, 32);
+    ck_assert_int_eq(m.b.type->forward(&m.b, y, ld, x, NULL, N, m.ws), NF_OK);
+    /* the same memory read as N K frames of 16 */
+    ck_assert_int_eq(one.b.type->forward(&one.b, y1, ld1, x, NULL, N * K, one.ws), NF_OK);
+    for (int k = 0; k < N * D; k++) ck_assert_msg(y[k] == y1[k], "entry %d: %g stacked, %g frame by frame", k, y[k], y1[k]);
+    for (int i = 0; i < N; i++) {
+        const double sum = (double)ld1[i * K] + ld1[i * K + 1] + ld1[i * K + 2];
+        ck_assert_msg(fabs(ld[i] - sum) < 1e-5 * (1 + fabs(sum)), "row %d: log-det %g, frames' sum %g", i, ld[i], sum);
+    }
+    /* locality: moving one value of frame 1 of row 2 changes nothing outside that frame */
+    nf_real x2[N * D], y2[N * D], ld2[N] = {0};
+    memcpy(x2, x, sizeof x);
+    x2[2 * D + F + 5] += (nf_real)0.7;
+    ck_assert_int_eq(m.b.type->forward(&m.b, y2, ld2, x2, NULL, N, m.ws), NF_OK);
+    int moved = 0;
+    for (int k = 0; k < N * D; k++) {
+        const int inside = k >= 2 * D + F && k < 2 * D + 2 * F;
+        if (!inside) ck_assert_msg(y2[k] == y[k], "entry %d outside the changed frame moved", k);
+        moved += inside && y2[k] != y[k];
+    }
+    ck_assert(moved > 0);
+    /* the sampling direction, three ways */
+    nf_real xs[N * D], xj[N * D], xb[N * D], l1[N] = {0}, l2[N] = {0}, l3[N] = {0};
+    m.b.invert_method = NF_INVERT_SEQUENTIAL;
+    ck_assert_int_eq(m.b.type->inverse(&m.b, xs, l1, y, NULL, N, m.ws), NF_OK);
+    m.b.invert_method = NF_INVERT_JACOBI;
+    m.b.jacobi_tol = sizeof(nf_real) == 4 ? 1e-6 : 1e-12;
+    ck_assert_int_eq(m.b.type->inverse(&m.b, xj, l2, y, NULL, N, m.ws), NF_OK);
+    m.b.jacobi_block = 2;
+    ck_assert_int_eq(m.b.type->inverse(&m.b, xb, l3, y, NULL, N, m.ws), NF_OK);
+    const double tol = sizeof(nf_real) == 4 ? 2e-4 : 1e-9;
+    for (int k = 0; k < N * D; k++) {
+        ck_assert_msg(fabs(xs[k] - x[k]) < tol * (1 + fabs(x[k])), "inverse(forward(x))[%d] %g, x %g", k, xs[k], x[k]);
+        ck_assert_msg(fabs(xj[k] - xs[k]) < tol && fabs(xb[k] - xs[k]) < tol, "entry %d: sequential %g, Jacobi %g, "
+                      "blocks %g", k, xs[k], xj[k], xb[k]);
+    }
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(fabs(l1[i] + ld[i]) < 10 * tol && fabs(l2[i] - l1[i]) < 10 * tol && fabs(l3[i] - l1[i]) < 10 * tol,
+                      "row %d: log-dets %g (forward), %g %g %g (inverses)", i, ld[i], l1[i], l2[i], l3[i]);
+    nf_test_bij_free(&m);
+    nf_test_bij_free(&one);
+    /* refused: frames that do not divide the height, frames with a context */
+    nf_test_bij bad;
+    ck_assert_int_eq(make(&bad, D, 0, "h=12,w=4,c=1,frames=5", 1, 1, 0), NF_EINVAL);
+    ck_assert_int_eq(make(&bad, D, 2, "h=12,w=4,c=1,frames=3", 1, 1, 0), NF_EINVAL);
 }
 END_TEST
 
@@ -313,6 +382,7 @@ int main(void)
     tcase_add_loop_test(tc, test_table, 0, NCASES);
     tcase_add_test(tc, test_jacobi_equals_sequential);
     tcase_add_test(tc, test_block_jacobi_equals_sequential);
+    tcase_add_test(tc, test_frames_are_independent_sequences);
     tcase_add_test(tc, test_autoregressive_over_tokens);
     tcase_add_test(tc, test_guidance);
     tcase_add_test(tc, test_hidden_state_hooks);
