@@ -39,8 +39,9 @@ static const char *const FIT_HELP =
     "       nf image fit --resume MODEL.h5 [--threads N] [--quiet]\n"
     "\n"
     "Fit a flow to the images of IMAGES.h5 (nf data make shapes|digits, nf data import) by maximum\n"
-    "likelihood of the uniformly dequantised pixels; the loss is bits per dimension.  Progress on\n"
-    "stderr; the model (with a resumable checkpoint) goes to MODEL.h5.\n"
+    "likelihood of the dequantised pixels; the loss is bits per dimension (with --dequant variational\n"
+    "its variational bound).  Progress on stderr; the model (with a resumable checkpoint) goes to\n"
+    "MODEL.h5.\n"
     "\n"
     "model:\n"
     "  --arch NAME          glow|realnvp|tarflow                                [glow]\n"
@@ -56,6 +57,13 @@ static const char *const FIT_HELP =
     "  --layers N           tarflow: transformer layers per block              [2]\n"
     "  --blocks N           tarflow: flow blocks                               [4]\n"
     "  --noise S            Gaussian noise augmentation (data scale 1 = 0..L)  [0; tarflow 0.05]\n"
+    "dequantisation:\n"
+    "  --dequant KIND       uniform|variational                                [uniform]\n"
+    "                       uniform: u ~ U(0,1)^D; variational: u from a learned q(u | x) (Flow++), a\n"
+    "                       conditional coupling flow that sees the clean image, trained with the\n"
+    "                       flow; every bits/dim is then the variational bound\n"
+    "  --dequant-layers N   variational: couplings of the dequantiser          [4]\n"
+    "  --dequant-hidden N   variational: channels of their conditioners        [16]\n"
     "alignment (reverse representation alignment, R-REPA; tarflow, data with classes):\n"
     "  --align              train in two stages: 'encoder', a small convolutional classifier of the\n"
     "                       clean images (loss and validation: cross-entropy, nats), then 'flow', the\n"
@@ -84,8 +92,9 @@ static const char *const FIT_HELP =
 static const char *const EVAL_HELP =
     "usage: nf image eval MODEL.h5 IMAGES.h5 [--json] [--batch N]\n"
     "\n"
-    "Bits per dimension of the images under the model (one uniform dequantisation draw per image,\n"
-    "seeded by the image's index, so the number is reproducible), with its standard error; for a\n"
+    "Bits per dimension of the images under the model (one dequantisation draw per image, seeded by\n"
+    "the image's index, so the number is reproducible), with its standard error; for a model fit with\n"
+    "--dequant variational, the variational bound (an upper bound on the true bits/dim).  For a\n"
     "class-conditional model also the accuracy of the likelihood classifier on the data's classes.\n"
     "\n"
     "  --json         one JSON object\n"
@@ -105,6 +114,8 @@ static const char *const SAMPLE_HELP =
     "  --denoise          one score step x + s^2 grad log p(x) (models trained with --noise)\n"
     "  --method M         tarflow inversion: sequential|jacobi|auto   [auto]\n"
     "  --tol X            Jacobi: stop when no value moves more than X (data scale 1 = 0..L) [1e-4]\n"
+    "  --jacobi-block M   Jacobi over blocks of M tokens in turn (earlier blocks cached), each\n"
+    "                     starting from the previous block; 0: all tokens at once   [0]\n"
     "  --guidance W       classifier-free guidance of a conditional tarflow: (1+W) f(class) - W f(none) [0]\n"
     "  --h5 FILE          also write the samples (levels 0..L-1, not rounded)\n"
     "  --seed S           random seed                                 [1]\n"
@@ -167,6 +178,9 @@ static void image_describe(void *user, const nf_model *m)
     fprintf(stderr, "nf %s: %zu training and %zu validation images of %dx%dx%d (%d levels%s); %s flow, %zu parameters\n",
             d->cmd, d->train->n, d->val ? d->val->n : 0, c->h, c->w, c->c, c->levels,
             c->classes ? ", class-conditional" : "", nf_image_arch_name(c->arch), m->P->n);
+    if (c->dequant == NF_DEQUANT_VARIATIONAL)
+        fprintf(stderr, "nf %s: variational dequantisation (%d couplings of %d channels); bits/dim are the variational bound\n",
+                d->cmd, c->dequant_layers, c->dequant_hidden);
     if (c->align) {
         char layers[256];
         nf_image_align_layers_format(c->align_layers, layers, sizeof layers);
@@ -192,7 +206,8 @@ static int cmd_fit(int argc, char **argv)
     double lr = 1e-3, val_frac = 0.1, noise = -1, label_drop = -1, align_weight = 0.5;
     const char *align_layers = "0";
     long seed = 1;
-    int threads = 0, quiet = 0, conditional = 0, align = 0;
+    int threads = 0, quiet = 0, conditional = 0, align = 0, dequant = 0;
+    static const char *const DEQUANT[] = {"uniform", "variational", NULL}; /* nf_image_dequant_kind order */
     const flag_spec flags[] = {
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {.name = "--resume", .kind = FLAG_STRING, .dst = &resume},
@@ -209,6 +224,9 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--layers", .kind = FLAG_INT, .dst = &mc.layers, .lo = 1, .hi = 64},
         {.name = "--blocks", .kind = FLAG_INT, .dst = &mc.blocks, .lo = 1, .hi = 64},
         {.name = "--noise", .kind = FLAG_DOUBLE, .dst = &noise, .lo = 0, .hi = 1},
+        {.name = "--dequant", .kind = FLAG_CHOICE, .dst = &dequant, .choices = DEQUANT},
+        {.name = "--dequant-layers", .kind = FLAG_INT, .dst = &mc.dequant_layers, .lo = 1, .hi = 16},
+        {.name = "--dequant-hidden", .kind = FLAG_INT, .dst = &mc.dequant_hidden, .lo = 1, .hi = 1024},
         {.name = "--align", .kind = FLAG_BOOL, .dst = &align},
         {.name = "--align-weight", .kind = FLAG_DOUBLE, .dst = &align_weight, .lo = 0, .hi = 100},
         {.name = "--align-layers", .kind = FLAG_STRING, .dst = &align_layers},
@@ -229,6 +247,7 @@ static int cmd_fit(int argc, char **argv)
         return cli_usage_error(cmd, "--%s", nf_strerror_last());
     }
     mc.noise = noise >= 0 ? noise : mc.arch == NF_IMAGE_TARFLOW ? 0.05 : 0;
+    mc.dequant = (nf_image_dequant_kind)dequant;
     if (align && !resume) {
         mc.align = 1;
         mc.align_weight = align_weight;
@@ -402,7 +421,7 @@ static double now_seconds(void)
 static int cmd_sample(int argc, char **argv)
 {
     const char *cmd = "image sample", *out = NULL, *h5 = NULL, *pos[1];
-    int n = 64, cls = -1, denoise = 0, json = 0, method = 0;
+    int n = 64, cls = -1, denoise = 0, json = 0, method = 0, block = 0;
     long seed = 1;
     double temperature = 1, guidance = 0, tol = 1e-4;
     static const char *const METHODS[] = {"auto", "sequential", "jacobi", NULL};
@@ -415,6 +434,7 @@ static int cmd_sample(int argc, char **argv)
         {.name = "--tol", .kind = FLAG_DOUBLE, .dst = &tol, .lo = 1e-12, .hi = 1},
         {.name = "--guidance", .kind = FLAG_DOUBLE, .dst = &guidance, .lo = -1, .hi = 100},
         {.name = "--method", .kind = FLAG_CHOICE, .dst = &method, .choices = METHODS},
+        {.name = "--jacobi-block", .kind = FLAG_INT, .dst = &block, .lo = 0, .hi = 1 << 20},
         {.name = "--h5", .kind = FLAG_STRING, .dst = &h5},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
         {.name = "--json", .kind = FLAG_BOOL, .dst = &json},
@@ -446,6 +466,7 @@ static int cmd_sample(int argc, char **argv)
     double t0 = now_seconds();
     if (rc == NF_OK) {
         nf_flow_set_invert(m->flow, (nf_invert_method)method, tol, 0);
+        nf_flow_set_jacobi_block(m->flow, block);
         nf_flow_set_guidance(m->flow, guidance);
         rc = nf_model_image_sample(m, x, c->classes ? classes : NULL, n, temperature, denoise, rng);
     }

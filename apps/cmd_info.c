@@ -14,8 +14,8 @@
 #include "datasets/source.h"
 #include "distributions/target.h"
 #include "training/model_dependent.h"
-#include "training/model_image.h"
 #include "training/model_file.h"
+#include "training/model_image.h"
 
 static const char *const INFO_HELP =
     "usage: nf info FILE.h5\n"
@@ -122,6 +122,9 @@ static void print_image(const nf_model *m)
         printf("alignment       generative blocks %s to a frozen %d-class encoder, weight %g\n", layers,
                c->align_classes, c->align_weight);
     }
+    if (c->dequant == NF_DEQUANT_VARIATIONAL)
+        printf("dequantisation  variational: %d couplings of %d channels (bits/dim are the variational bound)\n",
+               c->dequant_layers, c->dequant_hidden);
 }
 
 static int info_model(const char *path)

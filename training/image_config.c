@@ -25,6 +25,23 @@ const char *nf_image_arch_name(nf_image_arch arch)
     return arch >= NF_IMAGE_GLOW && arch <= NF_IMAGE_SPEC ? ARCH_NAMES[arch] : "?";
 }
 
+static const char *const DEQUANT_NAMES[] = {"uniform", "variational"};
+
+int nf_image_dequant_parse(const char *name, nf_image_dequant_kind *kind)
+{
+    for (int k = 0; k < 2; k++)
+        if (name && !strcmp(name, DEQUANT_NAMES[k])) {
+            *kind = (nf_image_dequant_kind)k;
+            return NF_OK;
+        }
+    return nf_error(NF_EINVAL, "dequantisation '%s': expected %s", name ? name : "", NF_DEQUANT_NAMES);
+}
+
+const char *nf_image_dequant_name(nf_image_dequant_kind kind)
+{
+    return kind == NF_DEQUANT_UNIFORM || kind == NF_DEQUANT_VARIATIONAL ? DEQUANT_NAMES[kind] : "?";
+}
+
 void nf_image_config_init(nf_image_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -43,6 +60,9 @@ void nf_image_config_init(nf_image_config *c)
     c->seed = 1;
     c->align_weight = 0.5;
     c->align_layers = 1;
+    c->dequant = NF_DEQUANT_UNIFORM;
+    c->dequant_layers = 4;
+    c->dequant_hidden = 16;
 }
 
 int nf_image_align_layers_parse(const char *list, uint64_t *mask)
@@ -96,6 +116,21 @@ static int align_check(const nf_image_config *c)
     return NF_OK;
 }
 
+/* The dequantiser's settings. */
+static int dequant_check(const nf_image_config *c)
+{
+    if (c->dequant == NF_DEQUANT_UNIFORM) return NF_OK;
+    if (c->dequant != NF_DEQUANT_VARIATIONAL)
+        return nf_error(NF_EINVAL, "dequantisation %d: expected %s", (int)c->dequant, NF_DEQUANT_NAMES);
+    if (c->dequant_layers < 1 || c->dequant_layers > 16)
+        return nf_error(NF_EINVAL, "dequantiser layers %d: expected 1..16 couplings", c->dequant_layers);
+    if (c->dequant_hidden < 1 || c->dequant_hidden > 1024)
+        return nf_error(NF_EINVAL, "dequantiser hidden %d: expected 1..1024 conditioner channels", c->dequant_hidden);
+    if (c->align)
+        return nf_error(NF_EINVAL, "variational dequantisation with alignment is not supported (use --dequant uniform with --align)");
+    return NF_OK;
+}
+
 int nf_image_config_check(const nf_image_config *c)
 {
     if (c->h < 1 || c->w < 1 || c->c < 1 || (double)c->h * c->w * c->c > (1 << 20))
@@ -107,6 +142,7 @@ int nf_image_config_check(const nf_image_config *c)
     if (!(c->label_drop >= 0 && c->label_drop < 1))
         return nf_error(NF_EINVAL, "label drop %g: expected a probability in [0, 1)", c->label_drop);
     NF_TRY(align_check(c));
+    NF_TRY(dequant_check(c));
     switch (c->arch) {
     case NF_IMAGE_GLOW:
     case NF_IMAGE_REALNVP: {

@@ -1,6 +1,6 @@
 /* training/model_image.c - the "image" model kind (see training/model_image.h for the formulas; the
  * configuration and the generated specs are in training/image_config.c, the alignment's encoder and
- * loss in training/image_align.c). */
+ * loss in training/image_align.c, the variational dequantiser in training/image_dequant.c). */
 #include "training/model_image.h"
 
 #include <math.h>
@@ -10,6 +10,8 @@
 
 #include "core/error.h"
 #include "training/image_align.h"
+#include "training/image_dequant.h"
+#include "training/keyed_noise.h"
 
 #define LN2 0.69314718055994530942
 
@@ -24,21 +26,39 @@ typedef struct {
     nf_real *logp;       /* (cap) */
     nf_real *dlogp;      /* (cap) */
     nf_real *dy;         /* (cap, D) */
-    nf_real *y0;         /* (cap, D) clean images (alignment) */
+    nf_real *y0;         /* (cap, D) clean images (alignment, variational dequantisation) */
     int *cls;            /* (cap) classes (alignment) */
+    nf_real *lq;         /* (cap) log q(u | x) of the last dequantisation (0: uniform) */
+    nf_real *eps, *v, *dv; /* (cap, D) variational: base draws, v = logit u, dL/dv */
+    nf_real *dlqv;       /* (cap) variational: dL/dlog q(v | x) */
     nf_image_align al;   /* encoder and projections (cfg.align) */
+    nf_image_dequant dq; /* the dequantiser q(u | x) (cfg.dequant variational) */
     size_t enc_count;    /* stage "encoder" trains P[0, enc_count) */
     size_t s_draws;      /* offset in S of the count of training losses: the key of their noise */
 } image_state;
+
+static void free_buffers(image_state *st)
+{
+    free(st->y), free(st->ctx), free(st->logp), free(st->dlogp), free(st->dy), free(st->y0), free(st->cls);
+    free(st->lq), free(st->eps), free(st->v), free(st->dv), free(st->dlqv);
+    st->y = st->ctx = st->logp = st->dlogp = st->dy = st->y0 = st->lq = st->eps = st->v = st->dv = st->dlqv = NULL;
+    st->cls = NULL;
+    st->cap = 0;
+}
 
 static int reserve(image_state *st, int n)
 {
     if (n <= st->cap) return NF_OK;
     size_t nd = (size_t)n * st->D, K = st->cfg.classes > 0 ? (size_t)st->cfg.classes : 1;
-    free(st->y), free(st->ctx), free(st->logp), free(st->dlogp), free(st->dy), free(st->y0), free(st->cls);
-    st->y0 = NULL, st->cls = NULL;
-    if (st->cfg.align && (!(st->y0 = malloc(nd * sizeof *st->y0)) || !(st->cls = malloc((size_t)n * sizeof *st->cls)))) {
-        st->cap = 0;
+    const int vd = st->cfg.dequant == NF_DEQUANT_VARIATIONAL;
+    free_buffers(st);
+    if ((st->cfg.align || vd) && !(st->y0 = malloc(nd * sizeof *st->y0)))
+        return nf_error(NF_ENOMEM, "out of memory for a batch of %d images of %d values", n, st->D);
+    if (st->cfg.align && !(st->cls = malloc((size_t)n * sizeof *st->cls)))
+        return nf_error(NF_ENOMEM, "out of memory for a batch of %d images of %d values", n, st->D);
+    if (vd && (!(st->eps = malloc(nd * sizeof *st->eps)) || !(st->v = malloc(nd * sizeof *st->v)) ||
+               !(st->dv = malloc(nd * sizeof *st->dv)) || !(st->dlqv = malloc((size_t)n * sizeof *st->dlqv)))) {
+        free_buffers(st);
         return nf_error(NF_ENOMEM, "out of memory for a batch of %d images of %d values", n, st->D);
     }
     st->y = malloc(nd * sizeof *st->y);
@@ -46,29 +66,42 @@ static int reserve(image_state *st, int n)
     st->ctx = malloc((size_t)n * K * sizeof *st->ctx);
     st->logp = malloc((size_t)n * sizeof *st->logp);
     st->dlogp = malloc((size_t)n * sizeof *st->dlogp);
-    if (!st->y || !st->dy || !st->ctx || !st->logp || !st->dlogp) {
-        st->cap = 0;
+    st->lq = malloc((size_t)n * sizeof *st->lq);
+    if (!st->y || !st->dy || !st->ctx || !st->logp || !st->dlogp || !st->lq) {
+        free_buffers(st);
         return nf_error(NF_ENOMEM, "out of memory for a batch of %d images of %d values", n, st->D);
     }
     st->cap = n;
     return NF_OK;
 }
 
-/* A uniform in (0, 1) that depends only on (key, k): evaluation's dequantisation noise, the same
- * for an image wherever and whenever it is evaluated. */
-static double hash_uniform(uint64_t key, uint64_t k)
-{
-    return ((double)(nf_mix64(key ^ nf_mix64(k + 0x9e3779b97f4a7c15ULL)) >> 11) + 0.5) * 0x1.0p-53;
-}
-
-/* The noise key of image idx at training draw `draw` (draw 0: evaluation's fixed noise).  Training
- * noise is a function of (seed, the number of training losses so far, the image's index in the data
- * set), not of a random stream: the same in any number of processes (each computes its images of a
- * batch) and after a resume (the count is model state), as dequantisation should be. */
+/* Training noise is keyed by (seed, the number of training losses so far, the image's index in
+ * the data set), not drawn from a stream (training/keyed_noise.h): the same in any number of
+ * processes and after a resume. */
 static uint64_t noise_key(const image_state *st, uint64_t draw, size_t idx)
 {
-    return nf_mix64(st->cfg.seed * 0x632be59bd9b4e019ULL ^ nf_mix64(draw * 0xd1b54a32d192ed03ULL + 0x5851f42d4c957f2dULL) ^
-                    nf_mix64((uint64_t)idx + 0x9e3779b97f4a7c15ULL));
+    return nf_noise_key(st->cfg.seed, draw, idx);
+}
+
+/* The key of image idx's dequantisation noise: draw > 0 a training draw (noise_key), draw 0
+ * evaluation's fixed noise. */
+static uint64_t image_key(const image_state *st, uint64_t draw, size_t idx)
+{
+    return draw ? noise_key(st, draw, idx) : nf_mix64(st->cfg.seed * 0x632be59bd9b4e019ULL ^ (uint64_t)idx);
+}
+
+/* Every value of the n images x is a grey level 0..L-1, or NF_EDATA naming the image and value. */
+static int check_levels(const image_state *st, const nf_real *x, const size_t *idx, int n)
+{
+    const double L = st->cfg.levels;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < st->D; k++) {
+            double v = x[(size_t)i * st->D + k];
+            if (!(v >= 0 && v <= L - 1))
+                return nf_error(NF_EDATA, "image %zu, value %d is %g; expected a grey level in 0..%d",
+                                idx ? idx[i] : (size_t)i, k, v, st->cfg.levels - 1);
+        }
+    return NF_OK;
 }
 
 /* y = (x + u) / L - 1/2 for n images, u hashed from the key of each image (draw as above), or
@@ -78,21 +111,83 @@ static int dequantize(const image_state *st, nf_real *y, const nf_real *x, const
 {
     const int D = st->D;
     const double L = st->cfg.levels;
+    NF_TRY(check_levels(st, x, idx, n));
     for (int i = 0; i < n; i++) {
         const nf_real *xi = x + (size_t)i * D;
         nf_real *yi = y + (size_t)i * D;
-        uint64_t key = draw ? noise_key(st, draw, idx ? idx[i] : (size_t)i)
-                            : nf_mix64(st->cfg.seed * 0x632be59bd9b4e019ULL ^ (idx ? (uint64_t)idx[i] : (uint64_t)i));
+        uint64_t key = image_key(st, draw, idx ? idx[i] : (size_t)i);
         for (int k = 0; k < D; k++) {
-            double v = xi[k];
-            if (!(v >= 0 && v <= L - 1))
-                return nf_error(NF_EDATA, "image %zu, value %d is %g; expected a grey level in 0..%d",
-                                idx ? idx[i] : (size_t)i, k, v, st->cfg.levels - 1);
-            double u = rng ? nf_rng_uniform(rng) : hash_uniform(key, (uint64_t)k);
-            yi[k] = (nf_real)((v + u) / L - 0.5);
+            double u = rng ? nf_rng_uniform(rng) : nf_keyed_uniform(key, (uint64_t)k);
+            yi[k] = (nf_real)((xi[k] + u) / L - 0.5);
         }
     }
     return NF_OK;
+}
+
+static double sigmoid(double v)
+{
+    if (v >= 0) return 1 / (1 + exp(-v));
+    const double e = exp(v);
+    return e / (1 + e);
+}
+
+/* Variational dequantisation of n images: eps_ik standard normal by Box-Muller from the image's key
+ * (streams 4D + 2k and 4D + 2k + 1, apart from u's, the noise's and the label drop's) or from rng;
+ * v, log q(v | x) = the dequantiser on (eps, y0 = (x + 1/2) / L - 1/2); u = sigmoid(v);
+ *   y = (x + u) / L - 1/2,   lq = log q(u | x) = log q(v | x) - sum_k log sigmoid'(v_k). */
+static int dequantize_variational(image_state *st, const nf_params *P, const nf_real *x, const size_t *idx, int n,
+                                  nf_rng *rng, uint64_t draw)
+{
+    const int D = st->D;
+    const double L = st->cfg.levels;
+    NF_TRY(check_levels(st, x, idx, n));
+    for (int i = 0; i < n; i++) {
+        const uint64_t key = image_key(st, draw, idx ? idx[i] : (size_t)i);
+        nf_real *e = st->eps + (size_t)i * D;
+        if (rng) {
+            nf_rng_fill_normal(rng, e, (size_t)D);
+            continue;
+        }
+        for (int k = 0; k < D; k++) {
+            e[k] = (nf_real)nf_keyed_normal(key, 4 * (uint64_t)D + 2 * (uint64_t)k);
+        }
+    }
+    for (size_t k = 0; k < (size_t)n * D; k++) st->y0[k] = (nf_real)((x[k] + 0.5) / L - 0.5);
+    NF_TRY(nf_image_dequant_forward(&st->dq, P, st->v, st->lq, st->eps, st->y0, n));
+    for (int i = 0; i < n; i++) {
+        double lsd = 0;
+        for (int k = 0; k < D; k++) {
+            const size_t j = (size_t)i * D + k;
+            lsd += nf_log_sigmoid_deriv(st->v[j]);
+            st->y[j] = (nf_real)((x[j] + sigmoid(st->v[j])) / L - 0.5);
+        }
+        st->lq[i] = (nf_real)(st->lq[i] - lsd);
+    }
+    return NF_OK;
+}
+
+/* st->y and st->lq (log q(u | x); 0 for uniform dequantisation) of n images x (reserved). */
+static int dequant_batch(nf_model *m, const nf_real *x, const size_t *idx, int n, nf_rng *rng, uint64_t draw)
+{
+    image_state *st = m->state;
+    if (st->cfg.dequant == NF_DEQUANT_VARIATIONAL) return dequantize_variational(st, m->P, x, idx, n, rng, draw);
+    for (int i = 0; i < n; i++) st->lq[i] = 0;
+    return dequantize(st, st->y, x, idx, n, rng, draw);
+}
+
+/* The gradient into the dequantiser, after the flow's backward left dL/dy in st->dy, for the loss
+ * L = sum_i c (-log p(y_i) + log q(u_i | x_i)) + const (c = 1 / (n D ln 2)):
+ *   dL/dv = dL/dy sigmoid'(v) / L - c (1 - 2 sigmoid(v)),   dL/dlog q(v | x) = c. */
+static int dequant_backward(nf_model *m, int n, double c)
+{
+    image_state *st = m->state;
+    const double L = st->cfg.levels;
+    for (size_t k = 0; k < (size_t)n * st->D; k++) {
+        const double s = sigmoid(st->v[k]);
+        st->dv[k] = (nf_real)(st->dy[k] * s * (1 - s) / L - c * (1 - 2 * s));
+    }
+    for (int i = 0; i < n; i++) st->dlqv[i] = (nf_real)c;
+    return nf_image_dequant_backward(&st->dq, m->P, st->dv, st->dlqv, n);
 }
 
 /* y_ik += sigma eps_ik, eps standard normal by Box-Muller from the image's key (D + k streams, apart
@@ -103,8 +198,7 @@ static void add_noise(const image_state *st, nf_real *y, const size_t *idx, int 
     for (int i = 0; i < n; i++) {
         uint64_t key = noise_key(st, draw, idx ? idx[i] : (size_t)i);
         for (int k = 0; k < D; k++) {
-            double u1 = hash_uniform(key, (uint64_t)D + 2 * (uint64_t)k), u2 = hash_uniform(key, (uint64_t)D + 2 * (uint64_t)k + 1);
-            y[(size_t)i * D + k] += (nf_real)(st->cfg.noise * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+            y[(size_t)i * D + k] += (nf_real)(st->cfg.noise * nf_keyed_normal(key, (uint64_t)D + 2 * (uint64_t)k));
         }
     }
 }
@@ -172,22 +266,27 @@ static int image_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
     NF_TRY(reserve(st, n));
     const uint64_t draw = (uint64_t)m->S->value[st->s_draws] + 1;
     m->S->value[st->s_draws] += 1;
-    NF_TRY(dequantize(st, st->y, b->x, b->idx, n, NULL, draw));
+    NF_TRY(dequant_batch(m, b->x, b->idx, n, NULL, draw));
     if (st->cfg.noise > 0) add_noise(st, st->y, b->idx, n, draw);
     const nf_real *ctx = NULL;
     if (K) {
         memcpy(st->ctx, b->ctx, (size_t)n * K * sizeof *st->ctx);
         if (st->cfg.label_drop > 0)
             for (int i = 0; i < n; i++)
-                if (hash_uniform(noise_key(st, draw, b->idx ? b->idx[i] : (size_t)i), 3 * (uint64_t)D) < st->cfg.label_drop)
+                if (nf_keyed_uniform(noise_key(st, draw, b->idx ? b->idx[i] : (size_t)i), 3 * (uint64_t)D) < st->cfg.label_drop)
                     memset(st->ctx + (size_t)i * K, 0, (size_t)K * sizeof *st->ctx);
         ctx = st->ctx;
     }
     NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->y, ctx, b->idx, n));
     double s = 0;
-    for (int i = 0; i < n; i++) s += bpd_of(st, st->logp[i]);
+    for (int i = 0; i < n; i++) s += bpd_of(st, st->logp[i] - st->lq[i]);
     *loss = s / n;
     for (int i = 0; i < n; i++) st->dlogp[i] = (nf_real)(-1.0 / (n * D * LN2));
+    if (st->cfg.dequant == NF_DEQUANT_VARIATIONAL) {
+        memset(st->dy, 0, (size_t)n * D * sizeof *st->dy);
+        NF_TRY(nf_flow_backward(m->flow, st->dlogp, st->dy, NULL));
+        return dequant_backward(m, n, 1.0 / (n * D * LN2));
+    }
     if (!st->cfg.align) return nf_flow_backward(m->flow, st->dlogp, NULL, NULL);
     /* + w sum_j mean (1 - cos): its gradient enters the aligned blocks' hidden states */
     double al = 0;
@@ -199,7 +298,8 @@ static int image_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
     return rc;
 }
 
-/* values[i] = -bpd of image i (its class as context), deterministic dequantisation. */
+/* values[i] = -bpd of image i (its class as context), deterministic dequantisation (variational: the
+ * bound with the image's fixed eps). */
 static int image_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *values)
 {
     (void)rng;
@@ -211,9 +311,9 @@ static int image_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *value
         return NF_OK;
     }
     NF_TRY(reserve(st, b->n));
-    NF_TRY(dequantize(st, st->y, b->x, b->idx, b->n, NULL, 0));
+    NF_TRY(dequant_batch(m, b->x, b->idx, b->n, NULL, 0));
     NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->y, st->cfg.classes ? b->ctx : NULL, b->idx, b->n));
-    for (int i = 0; i < b->n; i++) values[i] = -bpd_of(st, st->logp[i]);
+    for (int i = 0; i < b->n; i++) values[i] = -bpd_of(st, st->logp[i] - st->lq[i]);
     return NF_OK;
 }
 
@@ -230,7 +330,13 @@ static int image_init_data(nf_model *m, const nf_source *train)
     int rc = idx && y ? NF_OK : nf_error(NF_ENOMEM, "out of memory initialising from %d images", n);
     for (int i = 0; rc == NF_OK && i < n; i++) idx[i] = (size_t)i;
     if (rc == NF_OK) rc = nf_source_fetch(train, idx, n, &b);
-    if (rc == NF_OK) rc = dequantize(st, y, b.x, b.idx, n, NULL, 0);
+    /* in pieces of at most 64 images, so the (variational) dequantiser's buffers stay batch-sized */
+    for (int at = 0; rc == NF_OK && at < n; at += 64) {
+        const int k = n - at < 64 ? n - at : 64;
+        rc = reserve(st, k);
+        if (rc == NF_OK) rc = dequant_batch(m, b.x + (size_t)at * st->D, b.idx + at, k, NULL, 0);
+        if (rc == NF_OK) memcpy(y + (size_t)at * st->D, st->y, (size_t)k * st->D * sizeof *y);
+    }
     if (rc == NF_OK) rc = nf_flow_init_data(m->flow, y, K ? b.ctx : NULL, n);
     nf_batch_free(&b);
     free(idx), free(y);
@@ -268,6 +374,11 @@ static int image_save(const nf_model *m, nf_h5 *f, const char *group)
         NF_TRY(nf_h5_attr_set_double(f, path, "align_weight", c.align_weight));
         NF_TRY(nf_h5_attr_set_string(f, path, "align_layers", layers));
     }
+    if (c.dequant != NF_DEQUANT_UNIFORM) { /* likewise: uniform models' files stay as they were */
+        NF_TRY(nf_h5_attr_set_string(f, path, "dequant", nf_image_dequant_name(c.dequant)));
+        NF_TRY(nf_h5_attr_set_int64(f, path, "dequant_layers", c.dequant_layers));
+        NF_TRY(nf_h5_attr_set_int64(f, path, "dequant_hidden", c.dequant_hidden));
+    }
     snprintf(path, sizeof path, "%s/flow", group);
     return nf_model_flow_save(m->flow, f, path);
 }
@@ -277,8 +388,9 @@ static void image_destroy(nf_model *m)
     image_state *st = m->state;
     int shared = m->flow ? !m->flow->owns_params : m->P != NULL;
     if (st) {
-        free(st->y), free(st->ctx), free(st->logp), free(st->dlogp), free(st->dy), free(st->y0), free(st->cls);
+        free_buffers(st);
         nf_image_align_free(&st->al);
+        nf_image_dequant_free(&st->dq);
     }
     free(st);
     nf_flow_free(m->flow);
@@ -319,6 +431,10 @@ static int build(nf_model *m, const nf_image_config *c, nf_h5 *f, const char *gr
         if (!P || !S || !rng) rc = nf_error(NF_ENOMEM, "out of memory building an aligned image model");
         if (rc == NF_OK) rc = nf_image_align_encoder_init(&st->al, P, c->h, c->w, c->c, c->patch, c->align_classes, rng);
         st->enc_count = P ? P->n : 0;
+    } else if (c->dequant == NF_DEQUANT_VARIATIONAL) { /* one store for the flow and the dequantiser */
+        m->P = P = nf_params_alloc();
+        m->S = S = nf_params_alloc();
+        if (!P || !S) rc = nf_error(NF_ENOMEM, "out of memory building an image model");
     }
     nf_flow *flow = NULL;
     if (rc == NF_OK)
@@ -329,6 +445,13 @@ static int build(nf_model *m, const nf_image_config *c, nf_h5 *f, const char *gr
     if (rc == NF_OK && (flow->dim != st->D || flow->ctx_dim != c->classes))
         rc = nf_error(NF_EFORMAT, "the flow has %d dimensions and %d context values, the image %dx%dx%d and %d classes",
                       flow->dim, flow->ctx_dim, c->h, c->w, c->c, c->classes);
+    if (rc == NF_OK && c->dequant == NF_DEQUANT_VARIATIONAL) {
+        /* after the flow's entries, so the flow's weights are those of the uniform model of the seed */
+        nf_rng *dr = nf_rng_alloc(c->seed, 0xde9a);
+        rc = dr ? nf_image_dequant_init(&st->dq, m->P, c->h, c->w, c->c, c->dequant_layers, c->dequant_hidden, dr)
+                : nf_error(NF_ENOMEM, "out of memory building the dequantiser");
+        nf_rng_free(dr);
+    }
     if (rc == NF_OK) rc = nf_params_add(m->S, "image.draws", 1, &st->s_draws);
     if (rc == NF_OK && c->align) rc = nf_image_align_proj_init(&st->al, P, flow, c->align_layers, rng);
     if (rc == NF_OK && c->align) {
@@ -338,7 +461,7 @@ static int build(nf_model *m, const nf_image_config *c, nf_h5 *f, const char *gr
         rc = image_set_stage(m, m->stage);
     }
     nf_rng_free(rng);
-    if (rc == NF_OK && !c->align) m->type = &nf_model_image;
+    if (rc == NF_OK && !c->align) m->type = c->dequant == NF_DEQUANT_VARIATIONAL ? &nf_model_image_vdequant : &nf_model_image;
     if (rc != NF_OK && !flow && P) nf_params_free(P), nf_params_free(S), m->P = m->S = NULL;
     return rc;
 }
@@ -374,6 +497,17 @@ static int image_load(nf_model *m, nf_h5 *f, const char *group, int version)
         NF_TRY(nf_image_align_layers_parse(layers, &c.align_layers));
         c.align_classes = ac >= 0 && ac <= (1 << 24) ? (int)ac : -1;
     }
+    if (nf_h5_attr_exists(f, path, "dequant")) {
+        char name[32];
+        int64_t dl, dh;
+        NF_TRY(nf_h5_attr_get_string(f, path, "dequant", name, sizeof name));
+        if (nf_image_dequant_parse(name, &c.dequant) != NF_OK)
+            return nf_error(NF_EFORMAT, "%s:%s: dequant is '%s'; expected %s", nf_h5_path(f), path, name, NF_DEQUANT_NAMES);
+        NF_TRY(nf_h5_attr_get_int64(f, path, "dequant_layers", &dl));
+        NF_TRY(nf_h5_attr_get_int64(f, path, "dequant_hidden", &dh));
+        c.dequant_layers = dl >= 0 && dl <= (1 << 24) ? (int)dl : -1;
+        c.dequant_hidden = dh >= 0 && dh <= (1 << 24) ? (int)dh : -1;
+    }
     snprintf(path, sizeof path, "%s/flow", group);
     /* the flow's canonical spec (as nf_model_flow_load reads it; a longer one than c.spec holds
      * leaves c.spec empty, as before) */
@@ -404,6 +538,12 @@ static int image_load(nf_model *m, nf_h5 *f, const char *group, int version)
 const nf_model_type nf_model_image = {
     IMAGE_KIND_FIELDS,
     .summary = "a flow on images (multi-scale coupling or TarFlow), in bits per dimension",
+};
+
+const nf_model_type nf_model_image_vdequant = {
+    IMAGE_KIND_FIELDS,
+    .summary = "a flow on images (multi-scale coupling or TarFlow), in bits per dimension, with variational "
+               "dequantisation (a learned q(u | x); bits/dim are the variational bound)",
 };
 
 static const char *const STAGE_NAMES[] = {"encoder", "flow"};
@@ -437,7 +577,7 @@ int nf_model_image_create(nf_model **out, const nf_image_config *cfg)
 
 const nf_image_config *nf_model_image_config(const nf_model *m)
 {
-    return m && (m->type == &nf_model_image || m->type == &nf_model_image_aligned)
+    return m && (m->type == &nf_model_image || m->type == &nf_model_image_aligned || m->type == &nf_model_image_vdequant)
                ? &((const image_state *)m->state)->cfg
                : NULL;
 }
@@ -452,10 +592,10 @@ int nf_model_image_bpd(nf_model *m, nf_real *bpd, const nf_real *x, const int *c
     NF_TRY(check_kind(m, "bits per dimension"));
     image_state *st = m->state;
     NF_TRY(reserve(st, n));
-    NF_TRY(dequantize(st, st->y, x, NULL, n, rng, 0));
+    NF_TRY(dequant_batch(m, x, NULL, n, rng, 0));
     if (st->cfg.classes) one_hot(st, st->ctx, classes, n);
     NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->y, st->cfg.classes ? st->ctx : NULL, NULL, n));
-    for (int i = 0; i < n; i++) bpd[i] = (nf_real)bpd_of(st, st->logp[i]);
+    for (int i = 0; i < n; i++) bpd[i] = (nf_real)bpd_of(st, st->logp[i] - st->lq[i]);
     return NF_OK;
 }
 
@@ -502,26 +642,25 @@ int nf_model_image_classify(nf_model *m, int *pred, double *logp, const nf_real 
 {
     NF_TRY(check_kind(m, "the likelihood classifier"));
     image_state *st = m->state;
-    const int K = st->cfg.classes, D = st->D;
+    const int K = st->cfg.classes;
     if (K < 2) return nf_error(NF_EINVAL, "the likelihood classifier needs a class-conditional model (this one has %d classes)", K);
     NF_TRY(reserve(st, n));
     double *best = malloc((size_t)n * sizeof *best);
     int *cls = malloc((size_t)n * sizeof *cls);
-    nf_real *y = malloc((size_t)n * D * sizeof *y);
-    int rc = best && cls && y ? NF_OK : nf_error(NF_ENOMEM, "out of memory classifying %d images", n);
-    /* one dequantisation draw per image, shared by all classes */
-    if (rc == NF_OK) rc = dequantize(st, y, x, NULL, n, rng, 0);
+    int rc = best && cls ? NF_OK : nf_error(NF_ENOMEM, "out of memory classifying %d images", n);
+    /* one dequantisation draw per image, shared by all classes (st->y, st->lq) */
+    if (rc == NF_OK) rc = dequant_batch(m, x, NULL, n, rng, 0);
     for (int k = 0; rc == NF_OK && k < K; k++) {
         for (int i = 0; i < n; i++) cls[i] = k;
         one_hot(st, st->ctx, cls, n);
-        rc = nf_flow_log_prob(m->flow, st->logp, y, st->ctx, NULL, n);
+        rc = nf_flow_log_prob(m->flow, st->logp, st->y, st->ctx, NULL, n);
         for (int i = 0; rc == NF_OK && i < n; i++) {
-            double v = st->logp[i] + (prior ? log(prior[k]) : 0);
-            if (logp) logp[(size_t)i * K + k] = st->logp[i];
+            const double lb = st->logp[i] - st->lq[i], v = lb + (prior ? log(prior[k]) : 0);
+            if (logp) logp[(size_t)i * K + k] = lb;
             if (k == 0 || v > best[i]) best[i] = v, pred[i] = k;
         }
     }
-    free(best), free(cls), free(y);
+    free(best), free(cls);
     return rc;
 }
 

@@ -24,6 +24,21 @@
  * The image bijectors act on the image in the first h*w*c entries of their input and pass the rest
  * through: that is how split factors dimensions out to the base (flows/squeeze.c, flows/split.c).
  *
+ * Variational dequantisation (dequant = variational; Ho et al. 2019, Flow++): u is drawn from a
+ * learned q(u | x) (training/image_dequant.h: u = sigmoid(v), v a conditional coupling flow of
+ * eps ~ N(0, I) whose conv conditioners see the clean image), and every bits/dim becomes the
+ * variational bound
+ *     bits/dim = -(log p(y) - D log L - log q(u | x)) / (D ln 2),   y = (x + u) / L - 1/2,
+ * an upper bound on -log2 P(x) / D in expectation over q (uniform: log q = 0, the formula above).
+ * Training minimises its batch mean over the flow's and the dequantiser's parameters jointly: the
+ * flow's input gradient dL/dy reaches v through du/dv = sigmoid'(v) / L, the -log q term adds
+ * dL/dv = -(1 - 2 sigmoid(v)) / (n D ln 2) and dL/dlog q(v | x) = 1 / (n D ln 2), and the
+ * dequantiser's backward takes both to its parameters (one store: "dequant.*" after the flow's
+ * entries).  eps is keyed like u (the same keys, other streams), so evaluation is one reproducible
+ * draw per image and training noise is the same in any number of processes.  Sampling does not use
+ * the dequantiser; the likelihood classifier scores every class with the same u (the q term is then
+ * the same for every class).  Not with alignment.
+ *
  * Class-conditional models see the class as a one-hot context; with label_drop > 0 training
  * replaces the class by the all-zero context with that probability, so the same flow is also the
  * unconditional model (classifier-free guidance needs both).
@@ -51,6 +66,11 @@ const char *nf_image_arch_name(nf_image_arch arch);
 
 #define NF_IMAGE_SPEC_MAX 8192
 
+typedef enum nf_image_dequant_kind { NF_DEQUANT_UNIFORM = 0, NF_DEQUANT_VARIATIONAL = 1 } nf_image_dequant_kind;
+#define NF_DEQUANT_NAMES "uniform|variational"
+int nf_image_dequant_parse(const char *name, nf_image_dequant_kind *kind);
+const char *nf_image_dequant_name(nf_image_dequant_kind kind);
+
 typedef struct nf_image_config {
     int h, w, c;          /* image shape (NHWC) */
     int levels;           /* grey levels L (pixels are 0..L-1) */
@@ -76,9 +96,14 @@ typedef struct nf_image_config {
     int align_classes;    /* classes of the data the encoder learns (>= 2; = classes when conditional) */
     double align_weight;  /* weight of the alignment loss (0.5) */
     uint64_t align_layers;/* aligned generative blocks: bit j = block j (block 0 runs first in sampling) */
+    /* dequantisation */
+    nf_image_dequant_kind dequant; /* uniform (default) or variational (a learned q(u | x)) */
+    int dequant_layers;   /* variational: couplings of the dequantiser (4) */
+    int dequant_hidden;   /* variational: channels of their conditioners (16) */
 } nf_image_config;
 
-extern const nf_model_type nf_model_image, nf_model_image_aligned;
+/* nf_model_image_vdequant: the same kind ("image" in files) with variational dequantisation. */
+extern const nf_model_type nf_model_image, nf_model_image_aligned, nf_model_image_vdequant;
 
 void nf_image_config_init(nf_image_config *c);
 /* Checks the configuration (shape, levels, architecture limits) with a message naming the field. */
@@ -102,7 +127,8 @@ int nf_model_image_align_terms(nf_model *m, const nf_real *x, const nf_real *ctx
 int nf_model_image_encoder_accuracy(nf_model *m, const nf_real *x, const nf_real *ctx, int n, double *acc);
 
 /* Bits per dimension of n images x (n, D) in level units given their classes (NULL: unconditional,
- * the all-zero context), one dequantisation draw each from rng; bpd (n). */
+ * the all-zero context), one dequantisation draw each from rng (variational: the bound with one eps
+ * each); bpd (n). */
 int nf_model_image_bpd(nf_model *m, nf_real *bpd, const nf_real *x, const int *classes, int n, nf_rng *rng);
 
 /* Draw n images: z ~ N(0, T^2 I) through the inverse flow (T = temperature, 1 is the model), then
@@ -114,7 +140,7 @@ int nf_model_image_sample(nf_model *m, nf_real *x, const int *classes, int n, do
 
 /* The likelihood classifier: for each image, the class c maximising log p(x | c) + log prior[c]
  * (prior NULL: uniform), with the same dequantisation draw for every class.  pred (n); logp (n, K)
- * the class-conditional log-densities when not NULL. */
+ * the class-conditional log-densities log p(y | c) - log q(u | x) when not NULL (uniform: log q = 0). */
 int nf_model_image_classify(nf_model *m, int *pred, double *logp, const nf_real *x, const double *prior, int n,
                             nf_rng *rng);
 
