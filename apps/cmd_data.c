@@ -19,6 +19,7 @@
 #include "core/import.h"
 #include "datasets/dataset.h"
 #include "datasets/images.h"
+#include "datasets/videos.h"
 
 #define DATA_FORMAT "nf-data"
 #define DATA_VERSION 1
@@ -34,7 +35,8 @@ static void make_help_text(char *buf, size_t size)
              "                         [--flow PRESET] [--entropy-n M] [--threads N] -o FILE.h5\n"
              "       nf data make --list\n"
              "       nf data make tpp-NAME ... -o SEQ.h5   (event sequences: nf data make tpp-hawkes --help)\n"
-             "       nf data make shapes|digits ... -o IMAGES.h5   (images: nf data make shapes --help)\n\n"
+             "       nf data make shapes|digits ... -o IMAGES.h5   (images: nf data make shapes --help)\n"
+             "       nf data make video-sprites|video-balls ... -o VIDEOS.h5   (videos: nf data make video-balls --help)\n\n"
              "Draw N points from a built-in data set and write /x (N x d, float64), /logp_true (N, the\n"
              "true log-density) and attributes generator, seed, n, dim, density, entropy, entropy_stderr.\n\n"
              "  -n N             number of points (default %d)\n"
@@ -76,7 +78,9 @@ static const char *const IMPORT_HELP =
     "  --sequences      event sequences instead (CSV in long form: id, time[, mark]; NPY: one row\n"
     "                   per sequence) into an nf-sequences file: nf data import --sequences --help\n"
     "  images           a folder of PNG files, or an NPY of 3 or 4 dimensions (n, H, W[, C]), becomes\n"
-    "                   an image data file: nf data import DIR --help\n\n"
+    "                   an image data file: nf data import DIR --help\n"
+    "  videos           an NPY of 5 dimensions (n, T, H, W, C), or 4 (n, T, H, W) with --video,\n"
+    "                   becomes a video data file: nf data import --video --help\n\n"
     "examples:\n"
     "  nf data import measurements.csv -o data.h5\n"
     "  nf data import faithful.csv --columns eruptions,waiting --context kind -o faithful.h5\n";
@@ -102,7 +106,8 @@ static void data_help(FILE *out)
                  "  make     draw a built-in data set with its true log-density\n"
                  "  import   convert CSV or NPY (or PNG images) into an nf data file\n"
                  "  split    split a data file into train, validation and test files\n"
-                 "  show     draw the images of an image data file as a PNG grid (nf data show --help)\n\n");
+                 "  show     draw the images of an image data file as a PNG grid (nf data show --help), or\n"
+                 "           the videos of a video file as a PNG filmstrip or an animated GIF\n\n");
     fputs(make_help, out);
     fputc('\n', out);
     fputs(IMPORT_HELP, out);
@@ -120,6 +125,7 @@ static int list_sets(void)
         printf("%-13s dim %s  density %-9s  %s\n", t->name, dim, kind, t->summary);
     }
     app_data_list_images();
+    app_data_list_videos();
     app_data_list_tpp();
     return 0;
 }
@@ -174,6 +180,10 @@ static int cmd_make(int argc, char **argv)
         if ((!strcmp(argv[i], "shapes") || !strcmp(argv[i], "digits")) && strcmp(argv[i - 1], "-o") &&
             strcmp(argv[i - 1], "--output") && strcmp(argv[i - 1], "--flow") && strcmp(argv[i - 1], "--from"))
             return app_data_make_images(argc, argv);
+    for (int i = 1; i < argc; i++) /* the video sets, named anywhere (not as the value of a flag) */
+        if (app_is_video_name(argv[i]) && strcmp(argv[i - 1], "-o") && strcmp(argv[i - 1], "--output") &&
+            strcmp(argv[i - 1], "--from"))
+            return app_data_make_videos(argc, argv);
     const char *cmd = "data make", *name = NULL, *out = NULL;
     long n = DEFAULT_N, seed = DEFAULT_SEED, model_seed = 0, ent_n = DEFAULT_ENTROPY_N;
     int list = 0, set_dim = 0, set_k = 0, set_ms = 0, set_flow = 0, threads = 0;
@@ -256,6 +266,10 @@ static int cmd_import(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) /* event sequences: the importer of nf tpp import */
         if (!strcmp(argv[i], "--sequences")) return app_tpp_import("data import", argc, argv);
+    for (int i = 1; i < argc; i++) /* videos: --video, or an NPY of 5 dimensions */
+        if (!strcmp(argv[i], "--video") || (argv[i][0] != '-' && strcmp(argv[i - 1], "-o") &&
+                                            strcmp(argv[i - 1], "--labels") && app_is_video_input(argv[i])))
+            return app_data_import_videos(argc, argv);
     for (int i = 1; i < argc; i++) /* images: a folder of PNG files, an NPY of 3 or 4 dimensions */
         if (!strncmp(argv[i], "--labels", 8) || !strncmp(argv[i], "--levels", 8) || !strcmp(argv[i], "--rgb") ||
             (argv[i][0] != '-' && strcmp(argv[i - 1], "-o") && strcmp(argv[i - 1], "--delimiter") &&
@@ -330,6 +344,8 @@ typedef struct split_input {
     size_t ncols, nctx_names;
     int image;              /* /x has image attributes (datasets/images.h) */
     nf_image_info img;
+    int video;              /* /x has video attributes (datasets/videos.h) */
+    nf_video_info vid;
     int64_t *labels;        /* (n) image classes, or NULL */
     char **class_names;     /* (n_classes) */
     size_t n_classes;
@@ -385,6 +401,10 @@ static int split_read(const char *in, split_input *s)
         s->image = 1;
         rc = nf_image_info_read(f, s->n, s->d, &s->img);
     }
+    if (rc == NF_OK && nf_h5_attr_exists(f, "/x", "video_shape")) {
+        s->video = 1;
+        rc = nf_video_info_read_h5(f, s->n, s->d, &s->vid);
+    }
     if (rc == NF_OK) rc = nf_image_labels_read(f, s->n, &s->labels, &s->class_names, &s->n_classes);
     nf_h5_close(f);
     return rc;
@@ -434,6 +454,7 @@ static int split_write(nf_h5 *f, const char *in, nf_h5 *src, const split_input *
     if (s->cols) NF_TRY(nf_h5_write_strings(f, "/columns", (const char *const *)s->cols, s->ncols));
     if (s->ctx_names) NF_TRY(nf_h5_write_strings(f, "/context_names", (const char *const *)s->ctx_names, s->nctx_names));
     if (s->image) NF_TRY(nf_image_attrs_write(f, &s->img));
+    if (s->video) NF_TRY(nf_video_attrs_write(f, &s->vid));
     if (s->labels) {
         int64_t *lab = malloc(m * sizeof *lab);
         if (!lab) return nf_error(NF_ENOMEM, "%s: out of memory for %zu labels", in, m);
@@ -551,6 +572,8 @@ int nf_cmd_data(int argc, char **argv)
     if (!strcmp(argv[1], "make")) return cmd_make(argc - 1, argv + 1);
     if (!strcmp(argv[1], "import")) return cmd_import(argc - 1, argv + 1);
     if (!strcmp(argv[1], "split")) return cmd_split(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "show")) return app_data_show(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "show"))
+        return app_data_show_is_video(argc - 1, argv + 1) ? app_data_show_video(argc - 1, argv + 1)
+                                                           : app_data_show(argc - 1, argv + 1);
     return cli_usage_error("data", "unknown subcommand '%s' (expected make, import, split or show)", argv[1]);
 }

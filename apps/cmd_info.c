@@ -16,6 +16,7 @@
 #include "training/model_dependent.h"
 #include "training/model_file.h"
 #include "training/model_image.h"
+#include "training/model_video.h"
 
 static const char *const INFO_HELP =
     "usage: nf info FILE.h5\n"
@@ -127,6 +128,19 @@ static void print_image(const nf_model *m)
                c->dequant_layers, c->dequant_hidden);
 }
 
+static void print_video(const nf_model *m)
+{
+    const nf_video_config *c = nf_model_video_config(m);
+    if (!c) return;
+    printf("videos          %d frames of %dx%dx%d, %d grey levels\n", c->frames, c->h, c->w, c->c, c->levels);
+    printf("codec           block DCT %dx%d, %dx%d lowest frequencies kept: %d tokens of %d a frame%s\n", c->block,
+           c->block, c->keep, c->keep, nf_model_video_frame_tokens(m), c->keep * c->keep * c->c,
+           c->keep == c->block ? " (lossless)" : "");
+    printf("architecture    %d frame-local TarFlow blocks of %d layers, %d causal global blocks of %d layers; width %d, "
+           "%d heads; latent noise %g\n", c->local_blocks, c->local_layers, c->global_blocks, c->global_layers, c->width,
+           c->heads, c->noise);
+}
+
 static int info_model(const char *path)
 {
     nf_model *model;
@@ -165,6 +179,7 @@ static int info_model(const char *path)
     }
     if (model->type == &nf_model_dependent) print_dependence(model);
     print_image(model);
+    print_video(model);
     printf("parameters      %zu trainable, %zu state values\n", model->P->n, model->S->n);
     if (meta.data_path[0]) {
         printf("data            %s:%s (%ld training samples", meta.data_path, meta.data_dataset, meta.n_train);

@@ -17,6 +17,7 @@ int nf_cmd_info(int argc, char **argv);
 int nf_cmd_plot(int argc, char **argv);
 int nf_cmd_tpp(int argc, char **argv);
 int nf_cmd_image(int argc, char **argv);
+int nf_cmd_video(int argc, char **argv);
 int nf_cmd_causal(int argc, char **argv);
 
 /* Event-sequence data (apps/data_tpp.c).  nf data make tpp-NAME (argv[0] "make", argv[1] the name);
@@ -35,6 +36,19 @@ void app_data_list_images(void);
 int app_is_image_input(const char *path);
 int app_data_import_images(int argc, char **argv);
 int app_data_show(int argc, char **argv);
+/* Video data (apps/data_videos.c): nf data make video-sprites|video-balls (argv[0] "make", the name
+ * anywhere) and whether a word is one of their names; their lines of --list; nf data import of a
+ * video NPY (argv[0] "import"; rank 5, or rank 4 with --video) and whether an input is a rank-5 NPY;
+ * nf data show of a video file (PNG filmstrip or animated GIF), whether a path is a video file
+ * (/x with video_shape) and whether nf data show's arguments name one. */
+int app_data_make_videos(int argc, char **argv);
+int app_is_video_name(const char *s);
+void app_data_list_videos(void);
+int app_is_video_input(const char *path);
+int app_data_import_videos(int argc, char **argv);
+int app_is_video_file(const char *path);
+int app_data_show_is_video(int argc, char **argv);
+int app_data_show_video(int argc, char **argv);
 int app_tpp_import(const char *cmd, int argc, char **argv);
 int app_is_sequences_file(const char *path);
 int app_data_split_sequences(const char *cmd, const char *in, const char *const path[3], double val, double test,

@@ -29,6 +29,7 @@ static const command commands[] = {
     {"tpp", nf_cmd_tpp, "temporal point processes: import event sequences, fit, evaluate"},
     {"causal", nf_cmd_causal, "interventional densities of potential outcomes: import, fit, density, sample, eval"},
     {"image", nf_cmd_image, "flows on images (Glow, RealNVP, TarFlow): fit, bits/dim, sample grids, classify"},
+    {"video", nf_cmd_video, "latent video flows (STARFlow-V style): fit, bits/dim, sample GIFs, continue videos"},
     {NULL, NULL, NULL},
 };
 
@@ -104,6 +105,7 @@ int main(int argc, char **argv)
     }
     /* under mpirun only the training commands run (each checks its subcommand: nf tpp fit, nf causal fit) */
     if (strcmp(argv[1], "fit") && strcmp(argv[1], "tpp") && strcmp(argv[1], "causal") && strcmp(argv[1], "image") &&
+        strcmp(argv[1], "video") &&
         app_mpi_refuse(argv[1]))
         return 2;
     for (const command *c = commands; c->name; c++)

@@ -199,6 +199,14 @@ int nf_flow_log_prob(nf_flow *f, nf_real *logp, const nf_real *x, const nf_real 
     return check_finite(logp, n, "log-density");
 }
 
+int nf_flow_last_latent(const nf_flow *f, nf_real *z)
+{
+    if (f->last_dir != 1) return nf_error(NF_EINVAL, "nf_flow_last_latent called without a preceding log_prob");
+    const size_t nd = (size_t)f->last_n * f->dim;
+    memcpy(z, f->h + (size_t)f->nb * nd, nd * sizeof *z);
+    return NF_OK;
+}
+
 int nf_flow_backward(nf_flow *f, const nf_real *dlogp, nf_real *dx, nf_real *dctx)
 {
     if (f->last_dir != 1) return nf_error(NF_EINVAL, "nf_flow_backward called without a preceding log_prob");

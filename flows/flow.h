@@ -70,6 +70,9 @@ int nf_flow_last_sweeps(const nf_flow *f);
  * handed to the base for densities that couple data points.  Caches what nf_flow_backward needs
  * (x, ctx and idx must stay valid until then). */
 int nf_flow_log_prob(nf_flow *f, nf_real *logp, const nf_real *x, const nf_real *ctx, const size_t *idx, int n);
+/* After log_prob: z (n, dim) = the base-space points T(x) of its rows (the latents that
+ * nf_flow_sample_latent maps back to x). */
+int nf_flow_last_latent(const nf_flow *f, nf_real *z);
 /* After log_prob: given dlogp = dL/dlogp (n), accumulate P->grad, and dx, dctx if not NULL. */
 int nf_flow_backward(nf_flow *f, const nf_real *dlogp, nf_real *dx, nf_real *dctx);
 /* 1-D flows of increasing maps (the spline, affine and standardising layers; not lu or fftconv):

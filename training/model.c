@@ -10,8 +10,10 @@ extern const nf_model_type nf_model_tpp; /* training/model_tpp.h */
 extern const nf_model_type nf_model_dependent; /* training/model_dependent.h */
 extern const nf_model_type nf_model_causal;    /* training/model_causal.h */
 extern const nf_model_type nf_model_image;     /* training/model_image.h */
+extern const nf_model_type nf_model_video;     /* training/model_video.h */
 const nf_model_type *const nf_model_types[] = {&nf_model_density, &nf_model_variational, &nf_model_tpp,
-                                               &nf_model_dependent, &nf_model_causal, &nf_model_image, NULL};
+                                               &nf_model_dependent, &nf_model_causal, &nf_model_image,
+                                               &nf_model_video, NULL};
 
 enum { MAX_REGISTERED = 16 };
 static const nf_model_type *registered[MAX_REGISTERED];

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# tests/cli/video.sh - nf video fit / eval / sample on small bouncing-ball videos: a short fit beats
+# the model it starts from; eval reports bits/dim and the codec's error (per pixel when nothing is
+# dropped); samples go to a GIF and a PNG filmstrip, reproducibly; video-aware Jacobi gives the
+# token-by-token videos; continuation keeps the given frames; SIGTERM and --resume end with the
+# uninterrupted model; the generic commands refuse a video model; bad input gets one line and no
+# output.  (tests/check_video_model.c checks the model itself.)  Run by `make check`.
+# shellcheck source-path=SCRIPTDIR source=lib.bash
+. "$(dirname "$0")/lib.bash"
+
+nfrun data make video-balls -n 240 --frames 4 --size 16 --seed 2 -o balls.h5 >/dev/null 2>"$T/err"
+nfrun data split balls.h5 --test 0.2 --val 0 --seed 3 >/dev/null 2>>"$T/err"
+check "video-balls made and split ($(head -c 200 "$T/err"))" test -s balls.train.h5 -a -s balls.test.h5
+bpd() { sed -n 's/.*"bits_per_dim": \([-0-9.e]*\).*/\1/p'; }
+field() { sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p"; }
+
+VID=(--block 4 --keep 2 --local-blocks 2 --global-layers 2 --width 16 --heads 2 --batch 16 --lr 3e-3 --threads 1
+     --seed 4 --quiet)
+nfrun video fit balls.train.h5 "${VID[@]}" --steps 1 --lr 1e-12 --val-frac 0 -o v0.h5 2>"$T/err"
+nfrun video fit balls.train.h5 "${VID[@]}" --steps 80 --eval-every 40 -o v.h5 2>>"$T/err"
+rc=$?
+check "video fit exits 0 (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
+j0=$(nfrun video eval v0.h5 balls.test.h5 --json 2>&1)
+j1=$(nfrun video eval v.h5 balls.test.h5 --json 2>&1)
+b0=$(bpd <<<"$j0") b1=$(bpd <<<"$j1")
+check "80 steps lower the held-out bits/dim by at least 0.3: $b0 -> $b1" \
+    awk -v a="$b0" -v b="$b1" 'BEGIN { exit !(a != "" && b != "" && b < a - 0.3 && b > 0) }'
+e=$(field codec_rms_levels <<<"$j1")
+# 2 x 2 of 4 x 4 frequencies kept: sharp discs on 256 levels lose detail (22 levels RMS here), but
+# less than with the block means alone (keep 1: 41 levels)
+check "eval reports the codec's error per kept coefficient ($(field per <<<"$j1"), rms $e levels)" \
+    bash -c "[ '$(field per <<<"$j1")' = 'kept DCT coefficient' ] && awk -v e='$e' 'BEGIN { exit !(e > 1 && e < 35) }'"
+nfrun video fit balls.train.h5 "${VID[@]}" --keep 4 --steps 1 --val-frac 0 -o vk.h5 2>/dev/null
+jk=$(nfrun video eval vk.h5 balls.test.h5 --json 2>&1)
+check "with --keep = --block the codec is lossless and bits/dim are per pixel ($jk)" \
+    bash -c "[ '$(field per <<<"$jk")' = pixel ] && awk -v e='$(field codec_rms_levels <<<"$jk")' 'BEGIN { exit !(e < 1e-3) }'"
+
+# ---- sampling ---------------------------------------------------------------------------------------
+nfrun video sample v.h5 -n 3 --seed 2 -o a.gif --h5 a.h5 2>"$T/err"
+check "sample writes an animated GIF and the videos ($(head -c 160 "$T/err"))" \
+    bash -c "test -s a.gif -a -s a.h5 && head -c 6 a.gif | grep -q GIF89a"
+nfrun video sample v.h5 -n 3 --seed 2 -o a2.gif 2>/dev/null
+check "the same seed gives the same GIF" cmp -s a.gif a2.gif
+nfrun video sample v.h5 -n 3 --seed 2 -o a.png 2>/dev/null
+check "a PNG filmstrip" bash -c "test -s a.png && head -c 4 a.png | grep -q PNG"
+js=$(nfrun video sample v.h5 -n 3 --seed 5 --method jacobi --compare -o j.png --json 2>&1)
+d=$(field max_difference_levels <<<"$js") p=$(field passes <<<"$js") ps=$(field sequential_passes <<<"$js")
+check "video-aware Jacobi gives the token-by-token videos (largest difference $d levels; $p passes against $ps)" \
+    awk -v d="$d" -v p="$p" -v q="$ps" 'BEGIN { exit !(d != "" && d < 0.05 && p > 0 && p <= q) }'
+nfrun video sample v.h5 -n 2 --given 2 --from balls.test.h5 -o c.png --h5 c.h5 2>"$T/err"
+check "continuation of 2 given frames writes its filmstrip ($(head -c 160 "$T/err"))" test -s c.png -a -s c.h5
+nfrun video sample v.h5 -n 2 --given 2 -o x.png >/dev/null 2>"$T/err"
+rc=$?
+check "--given without --from: exit 2, one line, no output" \
+    bash -c "[ $rc = 2 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q -- '--from' '$T/err' && [ ! -e x.png ]"
+nfrun video sample v.h5 -n 2 --given 4 --from balls.test.h5 -o x.png >/dev/null 2>"$T/err"
+rc=$?
+check "as many given frames as the video has: exit 1, one line, no output" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'given 4' '$T/err' && [ ! -e x.png ]"
+nfrun video sample v.h5 -n 2 -o x.txt >/dev/null 2>"$T/err"
+rc=$?
+check "an output that is neither .gif nor .png: exit 2, one line" bash -c "[ $rc = 2 ] && [ \$(wc -l <'$T/err') = 1 ]"
+
+nfrun info v.h5 >"$T/info" 2>&1
+check "info shows the video kind and bits/dim" \
+    bash -c "grep -q '^kind *video' '$T/info' && grep -q 'frames=4' '$T/info' && grep -q '^best validation .* bits/dim' '$T/info'"
+for c in eval sample; do
+    case $c in sample) args=(v.h5 -n 2 -o x.h5) ;; *) args=(v.h5 balls.test.h5) ;; esac
+    nfrun "$c" "${args[@]}" >/dev/null 2>"$T/err"
+    rc=$?
+    check "nf $c refuses a video model, naming nf video (exit $rc)" \
+        bash -c "[ $rc != 0 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'nf video' '$T/err' && [ ! -e x.h5 ]"
+done
+
+# ---- stop and resume --------------------------------------------------------------------------------
+"$NF" video fit balls.train.h5 "${VID[@]}" --steps 600 --patience 0 --checkpoint-every 10 -o r.h5 2>"$T/bg.err" &
+pid=$!
+BG_PIDS="$BG_PIDS $pid"
+sleep 1
+kill -TERM "$pid" 2>/dev/null
+wait_bg "$pid" 60
+st=$?
+if [ "$st" = 0 ]; then
+    skip "the fit finished before SIGTERM: resume not exercised"
+else
+    check "SIGTERM stops video fit with exit 130 (got $st)" test "$st" = 130
+    nfrun video fit --resume r.h5 --threads 1 --quiet 2>"$T/err" >/dev/null
+    rsteps=$(nfrun info r.h5 2>&1 | sed -n 's/^progress *step \([0-9]*\).*/\1/p')
+    nfrun video fit balls.train.h5 "${VID[@]}" --steps 600 --patience 0 --checkpoint-every 10 -o ref.h5 \
+        2>/dev/null >/dev/null
+    e1=$(nfrun video eval r.h5 balls.test.h5 --json 2>&1)
+    e2=$(nfrun video eval ref.h5 balls.test.h5 --json 2>&1)
+    check "the resumed fit (step $rsteps) ends with the uninterrupted model" bash -c "[ -n '$e1' ] && [ '$e1' = '$e2' ]"
+fi
+
+# ---- bad input --------------------------------------------------------------------------------------
+nfrun data make digits -o digits.h5 >/dev/null 2>&1
+nfrun video fit digits.h5 -o x.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "an image file: exit 1, one line naming video_shape, no model" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q video_shape '$T/err' && [ ! -e x.h5 ]"
+nfrun video fit missing.h5 -o x.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a missing file: exit 1, one line" bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && [ ! -e x.h5 ]"
+nfrun video fit balls.train.h5 --block 5 -o x.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a DCT block that does not divide the frame: exit 1, one line naming it, no model" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'block 5' '$T/err' && [ ! -e x.h5 ]"
+nfrun video eval v.h5 digits.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "eval on images: exit 1, one line" bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ]"
+nfrun video fit --help >"$T/help" 2>&1
+check "fit --help shows the codec with its defaults and an example" \
+    bash -c "grep -q -- '--block B .*\[8\]' '$T/help' && grep -q -- '--keep K .*\[4\]' '$T/help' && grep -q '^example' '$T/help'"
+check "no temporary files left behind: $(stray_tmp)" test -z "$(stray_tmp)"
+finish

@@ -1,0 +1,441 @@
+/* training/model_video.c - the "video" model kind (formulas in training/model_video.h). */
+#include "training/model_video.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "training/keyed_noise.h"
+#include "training/video_codec.h"
+
+#define LN2 0.69314718055994530942
+
+/* ---- configuration ------------------------------------------------------------------------------ */
+
+void nf_video_config_init(nf_video_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->frames = 16, c->h = c->w = 32, c->c = 1, c->levels = 256;
+    c->block = 8, c->keep = 4;
+    c->local_blocks = 2, c->local_layers = 1;
+    c->global_blocks = 1, c->global_layers = 4;
+    c->width = 64, c->heads = 4;
+    c->noise = 0.02;
+    c->seed = 1;
+}
+
+int nf_video_config_check(const nf_video_config *c)
+{
+    if (c->frames < 1 || c->frames > 4096) return nf_error(NF_EINVAL, "%d frames: expected 1..4096", c->frames);
+    if (c->h < 1 || c->w < 1 || c->c < 1 || (double)c->frames * c->h * c->w * c->c > (1 << 24))
+        return nf_error(NF_EINVAL, "video shape %d x %dx%dx%d: expected sides >= 1 and at most 2^24 values", c->frames,
+                        c->h, c->w, c->c);
+    if (c->levels < 2 || c->levels > 65536) return nf_error(NF_EINVAL, "%d grey levels: expected 2..65536", c->levels);
+    if (c->block < 1 || c->block > 32 || c->h % c->block || c->w % c->block)
+        return nf_error(NF_EINVAL, "DCT block %d: expected 1..32 dividing the frame sides (%dx%d)", c->block, c->h, c->w);
+    if (c->keep < 1 || c->keep > c->block)
+        return nf_error(NF_EINVAL, "keep %d: expected 1..%d (the block side)", c->keep, c->block);
+    if (c->local_blocks < 0 || c->local_blocks > 64 || c->global_blocks < 1 || c->global_blocks > 64)
+        return nf_error(NF_EINVAL, "%d local and %d global blocks: expected 0..64 and 1..64", c->local_blocks,
+                        c->global_blocks);
+    if (c->local_layers < 1 || c->local_layers > 64 || c->global_layers < 1 || c->global_layers > 64)
+        return nf_error(NF_EINVAL, "%d local and %d global layers: expected 1..64 each", c->local_layers,
+                        c->global_layers);
+    if (c->width < 1 || c->heads < 1 || c->width % c->heads || c->width > 4096)
+        return nf_error(NF_EINVAL, "transformer width %d and %d heads: the width (<= 4096) must be a multiple of the "
+                                   "heads", c->width, c->heads);
+    if (!(c->noise >= 0 && c->noise <= 1)) return nf_error(NF_EINVAL, "latent noise %g: expected 0..1", c->noise);
+    return NF_OK;
+}
+
+static int put(char *spec, size_t size, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int put(char *spec, size_t size, size_t *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(spec + *at, size - *at, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= size - *at) return nf_error(NF_EINVAL, "video flow spec longer than %zu characters", size);
+    *at += (size_t)k;
+    return NF_OK;
+}
+
+int nf_video_spec(const nf_video_config *c, char *spec, size_t size)
+{
+    NF_TRY(nf_video_config_check(c));
+    const int th = c->h / c->block, tw = c->w / c->block, tc = c->keep * c->keep * c->c, T = c->frames;
+    size_t at = 0;
+    spec[0] = '\0';
+    for (int k = 0; k < c->local_blocks; k++)
+        NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,frames=%d,width=%d,heads=%d,layers=%d,reverse=%d)",
+                   at ? ", " : "", T * th, tw, tc, T, c->width, c->heads, c->local_layers, k % 2));
+    for (int k = 0; k < c->global_blocks; k++)
+        NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,width=%d,heads=%d,layers=%d)", at ? ", " : "", T * th, tw,
+                   tc, c->width, c->heads, c->global_layers));
+    return NF_OK;
+}
+
+/* ---- state -------------------------------------------------------------------------------------- */
+
+typedef struct {
+    nf_video_config cfg;
+    nf_dct_codec *codec;
+    int D, F, L;          /* pixels a video, latent values a frame, latent values a video (T F) */
+    int cap;              /* videos the buffers hold */
+    nf_real *y;           /* (cap, D) dequantised pixels */
+    nf_real *z;           /* (cap, L) latents */
+    nf_real *logp, *dlogp;/* (cap) */
+    size_t s_draws;       /* offset in S of the count of training losses: the key of their noise */
+} video_state;
+
+static int reserve(video_state *st, int n)
+{
+    if (n <= st->cap) return NF_OK;
+    free(st->y), free(st->z), free(st->logp), free(st->dlogp);
+    st->y = malloc((size_t)n * st->D * sizeof *st->y);
+    st->z = malloc((size_t)n * st->L * sizeof *st->z);
+    st->logp = malloc((size_t)n * sizeof *st->logp);
+    st->dlogp = malloc((size_t)n * sizeof *st->dlogp);
+    if (!st->y || !st->z || !st->logp || !st->dlogp) {
+        st->cap = 0;
+        return nf_error(NF_ENOMEM, "out of memory for a batch of %d videos of %d values", n, st->D);
+    }
+    st->cap = n;
+    return NF_OK;
+}
+
+/* y = (x + u) / L - 1/2: u keyed by (seed, draw, the video's index) (draw 0: evaluation's), or
+ * drawn from rng when given. */
+static int dequantize(const video_state *st, nf_real *y, const nf_real *x, const size_t *idx, int n, nf_rng *rng,
+                      uint64_t draw)
+{
+    const int D = st->D;
+    const double L = st->cfg.levels;
+    for (int i = 0; i < n; i++) {
+        const size_t id = idx ? idx[i] : (size_t)i;
+        const uint64_t key = nf_noise_key(st->cfg.seed, draw, id);
+        for (int k = 0; k < D; k++) {
+            const double v = x[(size_t)i * D + k];
+            if (!(v >= 0 && v <= L - 1))
+                return nf_error(NF_EDATA, "video %zu, value %d (frame %d) is %g; expected a grey level in 0..%d", id, k,
+                                k / (st->cfg.h * st->cfg.w * st->cfg.c), v, st->cfg.levels - 1);
+            const double u = rng ? nf_rng_uniform(rng) : nf_keyed_uniform(key, (uint64_t)k);
+            y[(size_t)i * D + k] = (nf_real)((v + u) / L - 0.5);
+        }
+    }
+    return NF_OK;
+}
+
+static double bpd_of(const video_state *st, double logp)
+{
+    return -(logp - st->L * log((double)st->cfg.levels)) / (st->L * LN2);
+}
+
+/* logp (n) of the latents of n dequantised videos st->y (idx: for the latent noise of training
+ * draw `draw`; 0: none). */
+static int latent_logp(nf_model *m, int n, const size_t *idx, uint64_t draw)
+{
+    video_state *st = m->state;
+    nf_dct_encode(st->codec, st->z, st->y, n * st->cfg.frames);
+    if (draw && st->cfg.noise > 0)
+        for (int i = 0; i < n; i++) {
+            const uint64_t key = nf_noise_key(st->cfg.seed, draw, idx ? idx[i] : (size_t)i);
+            for (int k = 0; k < st->L; k++)
+                st->z[(size_t)i * st->L + k] += (nf_real)(st->cfg.noise * nf_keyed_normal(key, (uint64_t)st->D + 2 * (uint64_t)k));
+        }
+    return nf_flow_log_prob(m->flow, st->logp, st->z, NULL, idx, n);
+}
+
+/* ---- the kind ----------------------------------------------------------------------------------- */
+
+/* loss = mean_i bpd_i with fresh dequantisation and latent noise: dL/dlogp_i = -1 / (n L ln 2). */
+static int video_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
+{
+    (void)rng; /* the noise is keyed by the count of draws and each video's index */
+    video_state *st = m->state;
+    const int n = b->n;
+    NF_TRY(reserve(st, n));
+    const uint64_t draw = (uint64_t)m->S->value[st->s_draws] + 1;
+    m->S->value[st->s_draws] += 1;
+    NF_TRY(dequantize(st, st->y, b->x, b->idx, n, NULL, draw));
+    NF_TRY(latent_logp(m, n, b->idx, draw));
+    double s = 0;
+    for (int i = 0; i < n; i++) s += bpd_of(st, st->logp[i]);
+    *loss = s / n;
+    for (int i = 0; i < n; i++) st->dlogp[i] = (nf_real)(-1.0 / (n * st->L * LN2));
+    return nf_flow_backward(m->flow, st->dlogp, NULL, NULL);
+}
+
+/* values[i] = -bpd of video i, deterministic dequantisation, no latent noise. */
+static int video_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *values)
+{
+    (void)rng;
+    video_state *st = m->state;
+    NF_TRY(reserve(st, b->n));
+    NF_TRY(dequantize(st, st->y, b->x, b->idx, b->n, NULL, 0));
+    NF_TRY(latent_logp(m, b->n, b->idx, 0));
+    for (int i = 0; i < b->n; i++) values[i] = -bpd_of(st, st->logp[i]);
+    return NF_OK;
+}
+
+static void video_set_training(nf_model *m, int training) { nf_flow_set_training(m->flow, training); }
+
+static const char *const INT_FIELDS[] = {"frames", "h", "w", "c", "levels", "block", "keep", "local_blocks",
+                                         "local_layers", "global_blocks", "global_layers", "width", "heads"};
+static int *int_field(nf_video_config *c, int k)
+{
+    int *f[] = {&c->frames,       &c->h,           &c->w,           &c->c,     &c->levels,
+                &c->block,        &c->keep,        &c->local_blocks, &c->local_layers,
+                &c->global_blocks, &c->global_layers, &c->width,      &c->heads};
+    return f[k];
+}
+#define N_INT_FIELDS ((int)(sizeof INT_FIELDS / sizeof INT_FIELDS[0]))
+
+static int video_save(const nf_model *m, nf_h5 *f, const char *group)
+{
+    const video_state *st = m->state;
+    nf_video_config c = st->cfg;
+    char path[256];
+    snprintf(path, sizeof path, "%s/video", group);
+    NF_TRY(nf_h5_group(f, path));
+    for (int k = 0; k < N_INT_FIELDS; k++) NF_TRY(nf_h5_attr_set_int64(f, path, INT_FIELDS[k], *int_field(&c, k)));
+    NF_TRY(nf_h5_attr_set_double(f, path, "noise", c.noise));
+    NF_TRY(nf_h5_attr_set_int64(f, path, "seed", (int64_t)c.seed));
+    snprintf(path, sizeof path, "%s/flow", group);
+    return nf_model_flow_save(m->flow, f, path);
+}
+
+static void video_destroy(nf_model *m)
+{
+    video_state *st = m->state;
+    if (st) {
+        nf_dct_codec_free(st->codec);
+        free(st->y), free(st->z), free(st->logp), free(st->dlogp);
+    }
+    free(st);
+    nf_flow_free(m->flow);
+    m->flow = NULL;
+    m->P = m->S = NULL;
+    m->state = NULL;
+}
+
+/* m's components for configuration c: the codec, and the flow from c's spec or (f not NULL) rebuilt
+ * from the file's group; the flow owns the store. */
+static int build(nf_model *m, const nf_video_config *c, nf_h5 *f, const char *group)
+{
+    video_state *st = nf_calloc(1, sizeof *st, "video model");
+    if (!st) return NF_ENOMEM;
+    st->cfg = *c;
+    m->state = st;
+    m->type = &nf_model_video;
+    st->D = c->frames * c->h * c->w * c->c;
+    int rc = nf_dct_codec_create(&st->codec, c->h, c->w, c->c, c->block, c->keep);
+    if (rc == NF_OK) {
+        st->F = nf_dct_codec_dim(st->codec);
+        st->L = c->frames * st->F;
+    }
+    char *spec = rc == NF_OK && !f ? malloc(NF_VIDEO_SPEC_MAX) : NULL;
+    if (rc == NF_OK && !f && !spec) rc = nf_error(NF_ENOMEM, "out of memory");
+    if (rc == NF_OK && !f) rc = nf_video_spec(c, spec, NF_VIDEO_SPEC_MAX);
+    nf_flow *flow = NULL;
+    if (rc == NF_OK) rc = f ? nf_model_flow_load(&flow, f, group, NULL, NULL) : nf_flow_build(&flow, spec, st->L, 0, c->seed, NULL, NULL, "");
+    free(spec);
+    m->flow = flow;
+    if (flow) m->P = flow->P, m->S = flow->S;
+    if (rc == NF_OK && (flow->dim != st->L || flow->ctx_dim != 0))
+        rc = nf_error(NF_EFORMAT, "the flow has %d dimensions and %d context values; the video's latent %d and none",
+                      flow->dim, flow->ctx_dim, st->L);
+    if (rc == NF_OK) rc = nf_params_add(m->S, "video.draws", 1, &st->s_draws);
+    return rc;
+}
+
+static int video_load(nf_model *m, nf_h5 *f, const char *group, int version)
+{
+    (void)version;
+    nf_video_config c;
+    nf_video_config_init(&c);
+    char path[256];
+    snprintf(path, sizeof path, "%s/video", group);
+    for (int k = 0; k < N_INT_FIELDS; k++) {
+        int64_t v;
+        NF_TRY(nf_h5_attr_get_int64(f, path, INT_FIELDS[k], &v));
+        if (v < 0 || v > (1 << 24))
+            return nf_error(NF_EFORMAT, "%s:%s: %s is %lld", nf_h5_path(f), path, INT_FIELDS[k], (long long)v);
+        *int_field(&c, k) = (int)v;
+    }
+    int64_t seed;
+    NF_TRY(nf_h5_attr_get_double(f, path, "noise", &c.noise));
+    NF_TRY(nf_h5_attr_get_int64(f, path, "seed", &seed));
+    c.seed = (uint64_t)seed;
+    int rc = nf_video_config_check(&c);
+    snprintf(path, sizeof path, "%s/flow", group);
+    if (rc == NF_OK) rc = build(m, &c, f, path);
+    if (rc != NF_OK) {
+        video_destroy(m);
+        return nf_error_context(rc, "%s", nf_h5_path(f));
+    }
+    return NF_OK;
+}
+
+const nf_model_type nf_model_video = {
+    .kind = "video",
+    .summary = "a latent video flow (block-DCT codec, frame-local and causal global TarFlow blocks), in bits per "
+               "dimension",
+    .command = "nf video",
+    .source_kind = "rows",
+    .metric = "neg_bits_per_dim",
+    .flow_on_transformed_data = 1,
+    .loss = video_loss,
+    .eval = video_eval,
+    .set_training = video_set_training,
+    .save = video_save,
+    .load = video_load,
+    .destroy = video_destroy,
+};
+
+int nf_model_video_create(nf_model **out, const nf_video_config *cfg)
+{
+    *out = NULL;
+    NF_TRY(nf_video_config_check(cfg));
+    nf_model *m = nf_calloc(1, sizeof *m, "model");
+    if (!m) return NF_ENOMEM;
+    int rc = build(m, cfg, NULL, NULL);
+    if (rc != NF_OK) {
+        video_destroy(m);
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return NF_OK;
+}
+
+const nf_video_config *nf_model_video_config(const nf_model *m)
+{
+    return m && m->type == &nf_model_video ? &((const video_state *)m->state)->cfg : NULL;
+}
+
+static int check_kind(const nf_model *m, const char *what)
+{
+    return nf_model_video_config(m) ? NF_OK : nf_error(NF_EINVAL, "%s needs a video model (nf video fit)", what);
+}
+
+int nf_model_video_frame_latent(const nf_model *m)
+{
+    return nf_model_video_config(m) ? ((const video_state *)m->state)->F : 0;
+}
+
+int nf_model_video_frame_tokens(const nf_model *m)
+{
+    const nf_video_config *c = nf_model_video_config(m);
+    return c ? (c->h / c->block) * (c->w / c->block) : 0;
+}
+
+int nf_model_video_bpd(nf_model *m, double *bpd, const nf_real *x, int n, nf_rng *rng)
+{
+    NF_TRY(check_kind(m, "bits per dimension"));
+    if (n < 1) return nf_error(NF_EINVAL, "%d videos: expected at least 1", n);
+    video_state *st = m->state;
+    NF_TRY(reserve(st, n));
+    nf_model_set_training(m, 0);
+    NF_TRY(dequantize(st, st->y, x, NULL, n, rng, 0));
+    NF_TRY(latent_logp(m, n, NULL, 0));
+    for (int i = 0; i < n; i++) bpd[i] = bpd_of(st, st->logp[i]);
+    return NF_OK;
+}
+
+int nf_model_video_codec_error(nf_model *m, const nf_real *x, int n, double *rms)
+{
+    NF_TRY(check_kind(m, "the codec error"));
+    const video_state *st = m->state;
+    double e = nf_dct_codec_recon_error(st->codec, x, n * st->cfg.frames);
+    if (isnan(e)) return NF_ENOMEM;
+    *rms = e;
+    return NF_OK;
+}
+
+void nf_video_sample_config_init(nf_video_sample_config *s)
+{
+    memset(s, 0, sizeof *s);
+    s->temperature = 1;
+    s->method = NF_INVERT_SEQUENTIAL;
+    s->tol = 1e-4;
+    s->by_frame = 1;
+}
+
+/* With given frames: the latents of the first `given` frames of the prefix videos (centre of each
+ * grey level; the later frames, which no given latent depends on, hold the last given frame), which
+ * the inversion maps back to those frames. */
+static int given_latents(nf_model *m, const nf_video_sample_config *sc, int n)
+{
+    video_state *st = m->state;
+    const int T = st->cfg.frames, P = st->D / T, g = sc->given;
+    const double L = st->cfg.levels;
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < T; t++) {
+            const nf_real *src = sc->prefix + (size_t)i * st->D + (size_t)(t < g ? t : g - 1) * P;
+            nf_real *dst = st->y + (size_t)i * st->D + (size_t)t * P;
+            for (int k = 0; k < P; k++) {
+                const double v = src[k];
+                if (!(v >= 0 && v <= L - 1))
+                    return nf_error(NF_EDATA, "given video %d, frame %d, value %d is %g; expected a grey level in 0..%d", i,
+                                    t, k, v, st->cfg.levels - 1);
+                dst[k] = (nf_real)((v + 0.5) / L - 0.5);
+            }
+        }
+    nf_dct_encode(st->codec, st->z, st->y, n * T);
+    NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->z, NULL, NULL, n));
+    return nf_flow_last_latent(m->flow, st->z);
+}
+
+int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_config *sc, nf_rng *rng, int *passes)
+{
+    NF_TRY(check_kind(m, "video sampling"));
+    video_state *st = m->state;
+    const int T = st->cfg.frames, F = st->F, P = st->D / T;
+    if (n < 1) return nf_error(NF_EINVAL, "%d videos to sample; expected at least 1", n);
+    if (!(sc->temperature > 0 && sc->temperature <= 10))
+        return nf_error(NF_EINVAL, "temperature %g: expected 0 < T <= 10", sc->temperature);
+    if (sc->given < 0 || sc->given >= T || (sc->given > 0 && !sc->prefix))
+        return nf_error(NF_EINVAL, "%d given frames%s: expected 0..%d with the videos they come from", sc->given,
+                        sc->given > 0 && !sc->prefix ? " without videos" : "", T - 1);
+    NF_TRY(reserve(st, n));
+    nf_model_set_training(m, 0);
+    if (sc->given > 0) NF_TRY(given_latents(m, sc, n));
+    /* the latents of the frames to draw: N(0, T^2 I) */
+    nf_real *draw = malloc((size_t)n * (T - sc->given) * F * sizeof *draw);
+    if (!draw) return nf_error(NF_ENOMEM, "out of memory for %d videos", n);
+    nf_rng_fill_normal(rng, draw, (size_t)n * (T - sc->given) * F);
+    for (int i = 0; i < n; i++) {
+        nf_real *z = st->z + (size_t)i * st->L + (size_t)sc->given * F;
+        const nf_real *d = draw + (size_t)i * (T - sc->given) * F;
+        for (size_t k = 0; k < (size_t)(T - sc->given) * F; k++) z[k] = (nf_real)(sc->temperature * d[k]);
+    }
+    free(draw);
+    nf_flow_set_invert(m->flow, sc->method, sc->tol, 0);
+    nf_flow_set_jacobi_block(m->flow, sc->by_frame ? nf_model_video_frame_tokens(m) : 0);
+    /* z -> latent frames (global blocks first, then the local ones) */
+    nf_real *z0 = malloc((size_t)n * st->L * sizeof *z0);
+    if (!z0) return nf_error(NF_ENOMEM, "out of memory for %d videos", n);
+    int rc = nf_flow_sample_latent(m->flow, z0, NULL, st->z, NULL, n);
+    if (rc == NF_OK && passes) *passes = nf_flow_last_sweeps(m->flow);
+    if (rc == NF_OK) nf_dct_decode(st->codec, st->y, z0, n * T);
+    free(z0);
+    NF_TRY(rc);
+    const double L = st->cfg.levels;
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < T; t++) {
+            nf_real *dst = x + (size_t)i * st->D + (size_t)t * P;
+            if (t < sc->given) {
+                memcpy(dst, sc->prefix + (size_t)i * st->D + (size_t)t * P, (size_t)P * sizeof *dst);
+                continue;
+            }
+            const nf_real *y = st->y + (size_t)i * st->D + (size_t)t * P;
+            for (int k = 0; k < P; k++) {
+                const double v = (y[k] + 0.5) * L - 0.5;
+                dst[k] = (nf_real)(v < 0 ? 0 : v > L - 1 ? L - 1 : v);
+            }
+        }
+    return NF_OK;
+}

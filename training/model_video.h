@@ -1,0 +1,86 @@
+/* training/model_video.h - the "video" model kind: a latent video flow in the manner of STARFlow-V
+ * (Apple, 2025), at CPU scale.
+ *
+ * A video of T frames h x w x c of grey levels 0..L-1 (datasets/videos.h: rows of D = T h w c
+ * values, frame-major) is
+ *   dequantised   y = (x + u) / L - 1/2, u ~ U(0, 1)^D (keyed noise, training/keyed_noise.h);
+ *   encoded       frame by frame by an orthonormal block DCT that keeps the keep x keep lowest
+ *                 frequencies of each block x block block (training/video_codec.h): z0_t = E y_t, a
+ *                 latent frame of th x tw "pixels" (th = h / block, tw = w / block) of
+ *                 tc = keep^2 c values, F = th tw tc values a frame, T F a video, frame-major;
+ *   flowed        z = G(Lc(z0)), base N(0, I):
+ *                   Lc  local_blocks shallow TarFlow blocks within each frame (tarflow frames=T: a
+ *                       frame's th tw tokens are their own sequence; token order alternating),
+ *                   G   global_blocks deep causal TarFlow blocks over all T th tw tokens in frame-major
+ *                       order, never reversed: a token reads every token of the earlier frames and
+ *                       the earlier ones of its own frame;
+ *   scored        log p(z0) = log N(z) + log|det dLc| + log|det dG|, and
+ *                   bits/dim = -(log p(z0) - T F log L) / (T F ln 2)
+ *                 per kept latent dimension.  The codec is orthonormal, so with keep = block it is a
+ *                 rotation of the frame and this is the bits/dim of the pixels; with keep < block it
+ *                 is the bits/dim of the kept DCT coefficients (the pixels' projection onto them).
+ * Causality: the latent of frame t depends on frames 0..t only (Lc is frame-local, G causal in
+ * time), so a continuation conditions on given frames by fixing their latents.
+ *
+ * Training minimises the batch mean of bits/dim, with Gaussian noise of std `noise` added to z0
+ * (noise augmentation in latent space).  Sampling draws z ~ N(0, temperature^2 I) and inverts G (the
+ * deep one) first: token by token with the key/value cache, or by video-aware Jacobi (each frame's
+ * tokens a block of sweeps, starting from the previous frame's tokens, earlier frames cached:
+ * flows/tarflow.c, jacobi_block), then Lc frame by frame, then decodes.
+ */
+#ifndef NF_MODEL_VIDEO_H
+#define NF_MODEL_VIDEO_H
+
+#include "training/model.h"
+
+#define NF_VIDEO_SPEC_MAX 4096
+
+typedef struct nf_video_config {
+    int frames, h, w, c;      /* video shape: T frames h x w x c */
+    int levels;               /* grey levels L */
+    int block, keep;          /* codec: DCT block side (8), kept frequencies per side (4) */
+    int local_blocks;         /* frame-local TarFlow blocks (2) */
+    int local_layers;         /* transformer layers in each (1) */
+    int global_blocks;        /* causal TarFlow blocks over the whole video (1) */
+    int global_layers;        /* transformer layers in each (4: the deep one) */
+    int width, heads;         /* transformer width (64) and heads (4) */
+    double noise;             /* std of the latent noise in training (0.02; 0: none) */
+    uint64_t seed;            /* weights */
+} nf_video_config;
+
+extern const nf_model_type nf_model_video;
+
+void nf_video_config_init(nf_video_config *c);
+/* Checks every field, with a message naming it and what was expected. */
+int nf_video_config_check(const nf_video_config *c);
+/* The flow spec over the T F latent values (local blocks, then global blocks). */
+int nf_video_spec(const nf_video_config *c, char *spec, size_t size);
+int nf_model_video_create(nf_model **m, const nf_video_config *cfg);
+/* The configuration of a video model (NULL for another kind). */
+const nf_video_config *nf_model_video_config(const nf_model *m);
+/* Latent values a frame (F) and tokens a frame (th tw). */
+int nf_model_video_frame_latent(const nf_model *m);
+int nf_model_video_frame_tokens(const nf_model *m);
+
+/* Bits per kept dimension of n videos x (n, D) in level units, one dequantisation draw each from
+ * rng (NULL: the fixed keyed draw of evaluation, by the video's position); bpd (n). */
+int nf_model_video_bpd(nf_model *m, double *bpd, const nf_real *x, int n, nf_rng *rng);
+/* RMS difference, in grey levels, between n videos and their codec reconstruction (the loss of the
+ * dropped DCT coefficients). */
+int nf_model_video_codec_error(nf_model *m, const nf_real *x, int n, double *rms);
+
+typedef struct nf_video_sample_config {
+    double temperature;       /* z ~ N(0, T^2 I) (1) */
+    nf_invert_method method;  /* the global and local blocks' inversion (NF_INVERT_SEQUENTIAL) */
+    double tol;               /* Jacobi: largest change, in y units (1/L a grey level) (1e-4) */
+    int by_frame;             /* Jacobi: 1 each frame's tokens in turn (video-aware), 0 all at once */
+    int given;                /* frames given: 0 unconditional, 1 image-to-video, k continuation */
+    const nf_real *prefix;    /* (n, D) videos whose first `given` frames are kept (levels) */
+} nf_video_sample_config;
+void nf_video_sample_config_init(nf_video_sample_config *s);
+/* Draw n videos x (n, D) in level units (clamped to [0, L-1], not rounded); the given frames are
+ * copied from the prefix.  *passes (may be NULL): the sequential passes of the inversion (token
+ * steps, or Jacobi sweeps, of all blocks). */
+int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_config *sc, nf_rng *rng, int *passes);
+
+#endif
