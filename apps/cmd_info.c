@@ -136,9 +136,10 @@ static void print_video(const nf_model *m)
     printf("codec           block DCT %dx%d, %dx%d lowest frequencies kept: %d tokens of %d a frame%s\n", c->block,
            c->block, c->keep, c->keep, nf_model_video_frame_tokens(m), c->keep * c->keep * c->c,
            c->keep == c->block ? " (lossless)" : "");
-    printf("architecture    %d frame-local TarFlow blocks of %d layers, %d causal global blocks of %d layers; width %d, "
-           "%d heads; latent noise %g\n", c->local_blocks, c->local_layers, c->global_blocks, c->global_layers, c->width,
-           c->heads, c->noise);
+    printf("architecture    %d frame-local TarFlow blocks of %d layers, %d %s blocks of %d layers; width %d, "
+           "%d heads; latent noise %g\n", c->local_blocks, c->local_layers, c->global_blocks,
+           c->independent ? "frame-local (independent frames)" : "causal global", c->global_layers, c->width, c->heads,
+           c->noise);
 }
 
 static int info_model(const char *path)

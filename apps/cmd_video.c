@@ -55,6 +55,7 @@ static const char *const FIT_HELP =
     "  --width N            transformer width                                      [64]\n"
     "  --heads N            attention heads (dividing the width)                   [4]\n"
     "  --noise S            Gaussian noise on the latents in training (1 = 0..L)   [0.02]\n"
+    "  --independent        the baseline: global blocks within each frame too (no time)\n"
     "training:\n"
     "  -o, --output FILE    model file (written atomically at every checkpoint)\n"
     "  --resume FILE        continue a run from its last checkpoint\n"
@@ -167,6 +168,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--width", .kind = FLAG_INT, .dst = &mc.width, .lo = 1, .hi = 4096},
         {.name = "--heads", .kind = FLAG_INT, .dst = &mc.heads, .lo = 1, .hi = 64},
         {.name = "--noise", .kind = FLAG_DOUBLE, .dst = &mc.noise, .lo = 0, .hi = 1},
+        {.name = "--independent", .kind = FLAG_BOOL, .dst = &mc.independent},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
         {0},
     };

@@ -71,9 +71,11 @@ int nf_video_spec(const nf_video_config *c, char *spec, size_t size)
     for (int k = 0; k < c->local_blocks; k++)
         NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,frames=%d,width=%d,heads=%d,layers=%d,reverse=%d)",
                    at ? ", " : "", T * th, tw, tc, T, c->width, c->heads, c->local_layers, k % 2));
+    char frames[32] = ""; /* the baseline's global blocks see one frame at a time */
+    if (c->independent) snprintf(frames, sizeof frames, "frames=%d,", T);
     for (int k = 0; k < c->global_blocks; k++)
-        NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,width=%d,heads=%d,layers=%d)", at ? ", " : "", T * th, tw,
-                   tc, c->width, c->heads, c->global_layers));
+        NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,%swidth=%d,heads=%d,layers=%d)", at ? ", " : "", T * th,
+                   tw, tc, frames, c->width, c->heads, c->global_layers));
     return NF_OK;
 }
 
@@ -203,6 +205,7 @@ static int video_save(const nf_model *m, nf_h5 *f, const char *group)
     for (int k = 0; k < N_INT_FIELDS; k++) NF_TRY(nf_h5_attr_set_int64(f, path, INT_FIELDS[k], *int_field(&c, k)));
     NF_TRY(nf_h5_attr_set_double(f, path, "noise", c.noise));
     NF_TRY(nf_h5_attr_set_int64(f, path, "seed", (int64_t)c.seed));
+    NF_TRY(nf_h5_attr_set_int64(f, path, "independent", c.independent));
     snprintf(path, sizeof path, "%s/flow", group);
     return nf_model_flow_save(m->flow, f, path);
 }
@@ -269,6 +272,9 @@ static int video_load(nf_model *m, nf_h5 *f, const char *group, int version)
     NF_TRY(nf_h5_attr_get_double(f, path, "noise", &c.noise));
     NF_TRY(nf_h5_attr_get_int64(f, path, "seed", &seed));
     c.seed = (uint64_t)seed;
+    int64_t ind = 0;
+    NF_TRY(nf_h5_attr_get_int64(f, path, "independent", &ind));
+    c.independent = ind != 0;
     int rc = nf_video_config_check(&c);
     snprintf(path, sizeof path, "%s/flow", group);
     if (rc == NF_OK) rc = build(m, &c, f, path);

@@ -44,6 +44,8 @@ typedef struct nf_video_config {
     int global_blocks;        /* causal TarFlow blocks over the whole video (1) */
     int global_layers;        /* transformer layers in each (4: the deep one) */
     int width, heads;         /* transformer width (64) and heads (4) */
+    int independent;          /* 1: the global blocks are frame-local too (frames=T): the baseline
+                                 that models each frame alone, with the same parameters */
     double noise;             /* std of the latent noise in training (0.02; 0: none) */
     uint64_t seed;            /* weights */
 } nf_video_config;
