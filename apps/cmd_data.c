@@ -126,6 +126,8 @@ static int list_sets(void)
     }
     app_data_list_images();
     app_data_list_videos();
+    app_data_list_causal();
+    app_data_list_dependent();
     app_data_list_tpp();
     return 0;
 }

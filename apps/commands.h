@@ -27,6 +27,8 @@ int nf_cmd_causal(int argc, char **argv);
 int app_data_make_tpp(int argc, char **argv);
 int app_data_make_causal(int argc, char **argv);   /* apps/data_make_causal.c */
 int app_data_make_dependent(int argc, char **argv); /* apps/data_make_dependent.c */
+void app_data_list_causal(void);                    /* their lines of nf data make --list */
+void app_data_list_dependent(void);
 void app_data_list_tpp(void);
 /* Image data (apps/data_images.c): nf data make shapes|digits (argv[0] "make", the name anywhere) and
  * their lines of --list; nf data import of a folder of PNG files or an image NPY (argv[0] "import"),

@@ -63,3 +63,11 @@ int app_data_make_causal(int argc, char **argv)
     nf_causal_data_free(&d);
     return 0;
 }
+
+void app_data_list_causal(void)
+{
+    printf("%-13s units  1-D covariate, 1-D outcome, both potential outcomes and their exact densities; "
+           "control X ~ N(--shift, 1), treated N(0, 1)\n", "causal-poly");
+    printf("%-13s units  two-moons covariates, 2-D outcome rotated by +-angle per arm, exact densities\n",
+           "causal-moons");
+}

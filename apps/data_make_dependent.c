@@ -138,3 +138,14 @@ int app_data_make_dependent(int argc, char **argv)
     nf_dep_data_free(&d);
     return rc == NF_OK ? 0 : cli_fail(cmd);
 }
+
+void app_data_list_dependent(void)
+{
+    static const char *const shapes[] = {"sign", "abs", "crescent", "sine", "crescent-cube"};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        char name[40];
+        snprintf(name, sizeof name, "dependent-%s", shapes[k]);
+        printf("%-23s dim 2  density exact      rows correlated across points (--structure equi|kinship), "
+               "each row's marginal density exact\n", name);
+    }
+}

@@ -37,7 +37,10 @@ if "$NF" data >/dev/null 2>&1; then fail "'nf data' without a subcommand succeed
 
 # ---- make ---------------------------------------------------------------------------------------
 expect_ok "make --list" "$NF" data make --list
-[ "$(grep -Evc '^(tpp-|shapes |digits |video-)' "$T/out")" -eq 12 ] || fail "make --list: expected 12 lines (besides tpp-* and the images), got $(wc -l <"$T/out")"
+[ "$(grep -Evc '^(tpp-|shapes |digits |video-|causal-|dependent-)' "$T/out")" -eq 12 ] || fail "make --list: expected 12 lines (besides tpp-* and the images), got $(wc -l <"$T/out")"
+for s in causal-poly causal-moons dependent-sign dependent-crescent-cube video-sprites; do
+  grep -q "^$s " "$T/out" || fail "make --list does not list $s"
+done
 for s in moons circles rings 8gaussians pinwheel 2spirals checkerboard swissroll crescent sinewave gmm teacher; do
   grep -q "^$s " "$T/out" || fail "make --list does not list $s"
 done
