@@ -8,6 +8,8 @@
 
 #include <stdio.h>
 
+#include "core/h5.h"
+
 int nf_cmd_data(int argc, char **argv);
 int nf_cmd_fit(int argc, char **argv);
 int nf_cmd_eval(int argc, char **argv);
@@ -37,6 +39,13 @@ int app_data_make_images(int argc, char **argv);
 void app_data_list_images(void);
 int app_is_image_input(const char *path);
 int app_data_import_images(int argc, char **argv);
+/* The default digits file (data/digits.csv.gz near the binary or in the current directory) into
+ * buf; NULL and a message listing the places looked at when none holds it. */
+const char *app_find_digits(char *buf, size_t size);
+/* A generated or imported data file: write(f, set) its datasets, then the root attributes
+ * generator, source (when not NULL), seed (when >= 0), n, dim and density "unknown"; atomic. */
+int app_data_save(const char *out, int (*write)(nf_h5 *f, const void *set), const void *set, size_t n, size_t dim,
+                  const char *generator, const char *source, long seed);
 int app_data_show(int argc, char **argv);
 /* Video data (apps/data_videos.c): nf data make video-sprites|video-balls (argv[0] "make", the name
  * anywhere) and whether a word is one of their names; their lines of --list; nf data import of a

@@ -86,23 +86,30 @@ void app_data_list_images(void)
     printf("%-13s images 8x8, 17 levels, 10 classes: the 1,797 UCI handwritten digits\n", "digits");
 }
 
-/* Root attributes, the images, commit (or abort). */
-static int save_images(const char *out, const nf_image_set *s, const char *generator, const char *source, long seed)
+int app_data_save(const char *out, int (*write)(nf_h5 *f, const void *set), const void *set, size_t n, size_t dim,
+                  const char *generator, const char *source, long seed)
 {
     nf_h5 *f;
     NF_TRY(nf_h5_create(&f, out, "nf-data", 1));
-    int rc = nf_image_set_write(f, s);
+    int rc = write(f, set);
     if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "generator", generator);
     if (rc == NF_OK && source) rc = nf_h5_attr_set_string(f, "/", "source", source);
     if (rc == NF_OK && seed >= 0) rc = nf_h5_attr_set_int64(f, "/", "seed", seed);
-    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "n", (int64_t)s->n);
-    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "dim", (int64_t)nf_image_info_dim(&s->info));
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "n", (int64_t)n);
+    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "dim", (int64_t)dim);
     if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "density", "unknown");
     if (rc != NF_OK) {
         nf_h5_abort(f);
         return rc;
     }
     return nf_h5_commit(f);
+}
+
+static int write_images(nf_h5 *f, const void *set) { return nf_image_set_write(f, set); }
+
+static int save_images(const char *out, const nf_image_set *s, const char *generator, const char *source, long seed)
+{
+    return app_data_save(out, write_images, s, s->n, nf_image_info_dim(&s->info), generator, source, seed);
 }
 
 /* "OUT: N images of H x W[ x C], L levels[, K classes (a 10, b 12, ...)]" */
@@ -128,7 +135,7 @@ static void print_summary(const char *out, const char *what, const nf_image_set 
 /* The default digits file: data/digits.csv.gz of the sources, from the binary (build/DIR/nf, or
  * PREFIX/bin/nf with PREFIX/share/nf), or from the current directory.  NULL and a message listing
  * every place looked at when none holds it. */
-static const char *find_digits(char *buf, size_t size)
+const char *app_find_digits(char *buf, size_t size)
 {
     char exe[PATH_MAX], tried[4 * PATH_MAX + 64] = "";
     const char *rel[] = {"../../data/", "../share/nf/", "../data/", NULL};
@@ -180,11 +187,11 @@ int app_data_make_images(int argc, char **argv)
     if (!out) return cli_usage_error(cmd, "no output file (expected -o FILE.h5)");
     if (app_check_output(out) != NF_OK) return cli_fail(cmd);
     char found[PATH_MAX + 64];
-    if (!shapes && !from && !(from = find_digits(found, sizeof found))) return cli_fail(cmd);
+    if (!shapes && !from && !(from = app_find_digits(found, sizeof found))) return cli_fail(cmd);
     if (from && app_check_not_input(out, from, "digits file") != NF_OK) return cli_fail(cmd);
     cli_set_threads(threads);
 
-    nf_image_set s;
+    nf_image_set s = {0};
     int rc = shapes ? nf_image_shapes(&s, size, (size_t)n, (uint64_t)seed) : nf_image_digits(&s, from);
     if (rc == NF_OK) rc = save_images(out, &s, name, from, shapes ? seed : -1);
     if (rc == NF_OK) print_summary(out, name, &s);
@@ -233,7 +240,7 @@ int app_data_import_images(int argc, char **argv)
     if (app_check_output(out) != NF_OK || app_check_not_input(out, in, "input file") != NF_OK ||
         app_check_not_input(out, labels, "labels file") != NF_OK)
         return cli_fail(cmd);
-    nf_image_set s;
+    nf_image_set s = {0};
     int rc = dir ? nf_image_import_png_dir(&s, in, rgb) : nf_image_import_npy(&s, in, labels, levels);
     if (rc == NF_OK) rc = save_images(out, &s, "import", in, -1);
     if (rc == NF_OK) print_summary(out, NULL, &s);

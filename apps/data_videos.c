@@ -87,23 +87,11 @@ void app_data_list_videos(void)
 
 int app_is_video_name(const char *s) { return !strcmp(s, "video-sprites") || !strcmp(s, "video-balls"); }
 
-/* Root attributes, the videos, commit (or abort). */
+static int write_videos(nf_h5 *f, const void *set) { return nf_video_set_write(f, set); }
+
 static int save_videos(const char *out, const nf_video_set *s, const char *generator, const char *source, long seed)
 {
-    nf_h5 *f;
-    NF_TRY(nf_h5_create(&f, out, "nf-data", 1));
-    int rc = nf_video_set_write(f, s);
-    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "generator", generator);
-    if (rc == NF_OK && source) rc = nf_h5_attr_set_string(f, "/", "source", source);
-    if (rc == NF_OK && seed >= 0) rc = nf_h5_attr_set_int64(f, "/", "seed", seed);
-    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "n", (int64_t)s->n);
-    if (rc == NF_OK) rc = nf_h5_attr_set_int64(f, "/", "dim", (int64_t)nf_video_info_dim(&s->info));
-    if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "density", "unknown");
-    if (rc != NF_OK) {
-        nf_h5_abort(f);
-        return rc;
-    }
-    return nf_h5_commit(f);
+    return app_data_save(out, write_videos, s, s->n, nf_video_info_dim(&s->info), generator, source, seed);
 }
 
 /* "OUT: [WHAT, ]N videos of T frames of H x W[ x C], L levels[, K classes (a 10, b 12, ...)]" */
@@ -126,28 +114,6 @@ static void print_summary(const char *out, const char *what, const nf_video_set 
     printf("\n");
 }
 
-/* The default digits file, looked for as nf data make digits does (apps/data_images.c): next to the
- * binary (build/DIR/nf, or PREFIX/bin/nf with PREFIX/share/nf), then in the current directory. */
-static const char *find_digits(char *buf, size_t size)
-{
-    char exe[PATH_MAX];
-    const char *rel[] = {"../../data/", "../share/nf/", "../data/", NULL};
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) slash[1] = '\0';
-        for (int i = 0; rel[i]; i++) {
-            snprintf(buf, size, "%s%s%s", exe, rel[i], DIGITS_FILE);
-            if (access(buf, R_OK) == 0) return buf;
-        }
-    }
-    snprintf(buf, size, "data/%s", DIGITS_FILE);
-    if (access(buf, R_OK) == 0) return buf;
-    nf_error(NF_EIO, "no digits file for video-sprites: looked next to the nf binary and for %s in the current "
-             "directory (expected the nf sources' data/%s; give it with --from FILE)", buf, DIGITS_FILE);
-    return NULL;
-}
 
 static int make_sprites(nf_video_set *s, const char *from, long n, int frames, int size, long seed)
 {
@@ -192,11 +158,11 @@ int app_data_make_videos(int argc, char **argv)
     if (!out) return cli_usage_error(cmd, "no output file (expected -o FILE.h5)");
     if (app_check_output(out) != NF_OK) return cli_fail(cmd);
     char found[PATH_MAX + 64];
-    if (sprites && !from && !(from = find_digits(found, sizeof found))) return cli_fail(cmd);
+    if (sprites && !from && !(from = app_find_digits(found, sizeof found))) return cli_fail(cmd);
     if (from && app_check_not_input(out, from, "digits file") != NF_OK) return cli_fail(cmd);
     cli_set_threads(threads);
 
-    nf_video_set s;
+    nf_video_set s = {0};
     int rc = sprites ? make_sprites(&s, from, n, frames, size, seed)
                      : nf_video_balls(&s, (size_t)n, frames, size, (uint64_t)seed);
     if (rc == NF_OK) rc = save_videos(out, &s, name, from, seed);
@@ -240,7 +206,7 @@ int app_data_import_videos(int argc, char **argv)
     if (app_check_output(out) != NF_OK || app_check_not_input(out, in, "input file") != NF_OK ||
         app_check_not_input(out, labels, "labels file") != NF_OK)
         return cli_fail(cmd);
-    nf_video_set s;
+    nf_video_set s = {0};
     int rc = nf_video_import_npy(&s, in, labels, levels);
     if (rc == NF_OK) rc = save_videos(out, &s, "import", in, -1);
     if (rc == NF_OK) print_summary(out, NULL, &s);

@@ -68,6 +68,9 @@ int nf_image_attrs_write(nf_h5 *f, const nf_image_info *info);
 /* /labels (n) and /class_names (K) of an image file (*labels NULL and *K 0 when there are none);
  * every label must lie in 0..K-1.  Free the names with nf_h5_strings_free. */
 int nf_image_labels_read(nf_h5 *f, size_t n, int64_t **labels, char ***names, size_t *K);
+/* Write n labels 0..K-1 as /labels, the names as /class_names and the one-hot /context named
+ * "class=<name>" in /context_names (images' and videos' labels alike). */
+int nf_image_labels_write(nf_h5 *f, const int64_t *labels, size_t n, char *const *class_names, int n_classes);
 /* The whole image file: rows, attributes, labels; values checked as nf_image_check_values. */
 int nf_image_set_load(const char *path, nf_image_set *s);
 /* Images made by a model (real numbers, not checked against the levels) as an nf-data file at path,

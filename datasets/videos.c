@@ -52,34 +52,12 @@ int nf_video_attrs_write(nf_h5 *f, const nf_video_info *info)
     return nf_h5_attr_set_int64(f, "/x", "levels", info->levels);
 }
 
-/* /labels, /class_names, and the one-hot /context named "class=<name>" (as images do). */
-static int labels_write(nf_h5 *f, const nf_video_set *s)
-{
-    size_t n = s->n, K = (size_t)s->info.n_classes;
-    NF_TRY(nf_h5_write_int64(f, "/labels", s->labels, n, 0));
-    NF_TRY(nf_h5_write_strings(f, "/class_names", (const char *const *)s->class_names, K));
-    double *ctx = calloc(n * K, sizeof *ctx);
-    char **names = calloc(K, sizeof *names);
-    int rc = ctx && names ? NF_OK : nf_error(NF_ENOMEM, "out of memory for the context of %zu videos", n);
-    for (size_t k = 0; rc == NF_OK && k < K; k++) {
-        size_t len = strlen(s->class_names[k]) + 7;
-        if (!(names[k] = malloc(len))) rc = nf_error(NF_ENOMEM, "out of memory for the class names");
-        else snprintf(names[k], len, "class=%s", s->class_names[k]);
-    }
-    for (size_t i = 0; rc == NF_OK && i < n; i++) ctx[i * K + (size_t)s->labels[i]] = 1;
-    if (rc == NF_OK) rc = nf_h5_write_double(f, "/context", ctx, n, K);
-    if (rc == NF_OK) rc = nf_h5_write_strings(f, "/context_names", (const char *const *)names, K);
-    for (size_t k = 0; names && k < K; k++) free(names[k]);
-    free(names);
-    free(ctx);
-    return rc;
-}
-
 int nf_video_set_write(nf_h5 *f, const nf_video_set *s)
 {
     NF_TRY(nf_h5_write_double(f, "/x", s->x, s->n, nf_video_info_dim(&s->info)));
     NF_TRY(nf_video_attrs_write(f, &s->info));
-    if (s->labels && s->info.n_classes > 0) NF_TRY(labels_write(f, s));
+    if (s->labels && s->info.n_classes > 0)
+        NF_TRY(nf_image_labels_write(f, s->labels, s->n, s->class_names, s->info.n_classes));
     return NF_OK;
 }
 
