@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cli/mpi.sh - data-parallel nf fit under mpirun (issue 15): two processes with the batch
 # split between them end with the parameters of one process with the whole batch (to rounding),
-# for nf fit (also with ActNorm), nf tpp fit, nf image fit and nf causal fit (both stages; also 3);
+# for nf fit (also with ActNorm), nf tpp fit, nf image fit, nf video fit and nf causal fit (both stages;
+# also 3 processes);
 # a killed two-process run (nf fit, nf causal fit) resumes with two processes (to the bit) and with
 # one (to rounding); other commands refuse to run as several processes.  Skipped when nf was built without MPI or
 # mpirun is missing.  Run by `make check` with NF=build/<variant>/nf.
@@ -69,6 +70,16 @@ check "mpirun -np 2 nf image fit = one process (relative difference $d <= $tol; 
     below "$d" "$tol"
 OMPI_COMM_WORLD_SIZE=2 nfrun image eval im1.h5 dg.h5 >"$T/out" 2>"$T/err"
 check "nf image eval as 2 processes: refused (exit $?)" grep -q 'one process' "$T/err"
+
+# the video kind: its dequantisation and latent noise are keyed the same way
+nfrun data make video-balls -n 64 --frames 3 --size 16 -o vb.h5 >/dev/null 2>&1
+VI=(--block 4 --keep 2 --local-blocks 1 --global-layers 1 --width 8 --heads 2 --steps 20 --batch 16 --eval-every 10
+    --threads 1 --seed 2 --quiet)
+nfrun video fit vb.h5 "${VI[@]}" -o vi1.h5 2>"$T/errv1"
+mpi 2 "$NF" video fit vb.h5 "${VI[@]}" -o vi2.h5 2>"$T/errv2"
+d=$(reldiff vi1.h5 vi2.h5)
+check "mpirun -np 2 nf video fit = one process (relative difference $d <= $tol; $(head -c 200 "$T/errv2"))" \
+    below "$d" "$tol"
 
 # the point-process kind: its loss is a mean over events, so processes combine by event counts
 nfrun tpp import "$ROOT/tests/data/tpp/hawkes1.npy" -o h.h5 >/dev/null 2>&1
