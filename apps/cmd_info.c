@@ -140,6 +140,10 @@ static void print_video(const nf_model *m)
            "%d heads; latent noise %g\n", c->local_blocks, c->local_layers, c->global_blocks,
            c->independent ? "frame-local (independent frames)" : "causal global", c->global_layers, c->width, c->heads,
            c->noise);
+    if (c->denoiser)
+        printf("denoiser        learned (flow-score matching): causal transformer of %d layers, width %d, %zu "
+               "parameters; stages: flow, denoiser\n", c->denoiser_layers, c->denoiser_width,
+               nf_model_video_denoiser_params(m));
 }
 
 static int info_model(const char *path)

@@ -56,10 +56,15 @@ static const char *const FIT_HELP =
     "  --heads N            attention heads (dividing the width)                   [4]\n"
     "  --noise S            Gaussian noise on the latents in training (1 = 0..L)   [0.02]\n"
     "  --independent        the baseline: global blocks within each frame too (no time)\n"
+    "denoiser (flow-score matching; a second stage \"denoiser\" after the stage \"flow\"):\n"
+    "  --denoiser           also train a small causal transformer to predict the flow's score step\n"
+    "                       sigma^2 grad log p on noisy latents (sigma = --noise); used by sample\n"
+    "  --denoiser-layers N  its transformer layers                                 [2]\n"
+    "  --denoiser-width N   its width (a multiple of --heads)                      [32]\n"
     "training:\n"
     "  -o, --output FILE    model file (written atomically at every checkpoint)\n"
     "  --resume FILE        continue a run from its last checkpoint\n"
-    "  --steps N            optimizer steps                                        [2000]\n"
+    "  --steps N            optimizer steps (per stage with --denoiser)            [2000]\n"
     "  --batch N            videos per step                                        [16]\n"
     "  --lr X               Adam learning rate, cosine schedule                    [1e-3]\n"
     "  --clip X             gradient norm clip (0: off)                            [50]\n"
@@ -72,7 +77,8 @@ static const char *const FIT_HELP =
     "  -q, --quiet          no progress\n"
     "\n"
     "example:\n"
-    "  nf video fit sprites.train.h5 --steps 1000 --global-layers 4 -o video.h5\n";
+    "  nf video fit sprites.train.h5 --steps 1000 --global-layers 4 -o video.h5\n"
+    "  nf video fit sprites.train.h5 --steps 400 --denoiser --noise 0.05 -o denoised.h5\n";
 
 static const char *const EVAL_HELP =
     "usage: nf video eval MODEL.h5 VIDEOS.h5 [--json] [--batch N]\n"
@@ -105,6 +111,12 @@ static const char *const SAMPLE_HELP =
     "  --compare          also decode token by token: report the time, the passes and the largest\n"
     "                     difference (grey levels) against it\n"
     "  --temperature T    scale of the latent draws                        [1]\n"
+    "  --denoise D        none|flow|learned: move the drawn latents to the clean ones'\n"
+    "                     posterior mean, by the flow's score step z + s^2 grad log p(z)\n"
+    "                     (a backward pass) or the learned causal denoiser z + D(z) (one\n"
+    "                     transformer pass; fit --denoiser)  [learned if the model has one, else none]\n"
+    "  --compare-denoise  also draw the same videos with each denoising (none, flow and, with a\n"
+    "                     denoiser, learned): report their times and RMS differences (grey levels)\n"
     "  --scale S          GIF / PNG pixel magnification                    [4]\n"
     "  --delay CS         GIF: hundredths of a second per frame            [12]\n"
     "  --h5 FILE          also write the videos as a video data file (levels, not rounded)\n"
@@ -113,7 +125,8 @@ static const char *const SAMPLE_HELP =
     "\n"
     "example:\n"
     "  nf video sample video.h5 -n 8 --method jacobi --compare -o videos.gif\n"
-    "  nf video sample video.h5 -n 4 --given 4 --from sprites.test.h5 -o continued.png\n";
+    "  nf video sample video.h5 -n 4 --given 4 --from sprites.test.h5 -o continued.png\n"
+    "  nf video sample denoised.h5 -n 8 --compare-denoise --json -o videos.gif\n";
 
 /* The shape of a video data file into c. */
 static int video_shape(const char *path, nf_video_config *c)
@@ -138,6 +151,11 @@ static void video_describe(void *user, const nf_model *m)
             d->cmd, d->train->n, d->val ? d->val->n : 0, c->frames, c->h, c->w, c->c, c->levels, c->frames,
             nf_model_video_frame_tokens(m), c->keep * c->keep * c->c, c->block, c->block, c->keep, c->keep,
             c->local_blocks, c->global_blocks, m->P->n);
+    if (c->denoiser)
+        fprintf(stderr, "nf %s: stages: flow, then denoiser (a causal transformer of %d layers, width %d, %zu of the "
+                        "parameters; in its stage the bpd columns show its mean squared error per latent value)\n",
+                d->cmd, c->denoiser_layers, c->denoiser_width,
+                nf_model_video_denoiser_params(m));
 }
 
 static int cmd_fit(int argc, char **argv)
@@ -169,6 +187,9 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--heads", .kind = FLAG_INT, .dst = &mc.heads, .lo = 1, .hi = 64},
         {.name = "--noise", .kind = FLAG_DOUBLE, .dst = &mc.noise, .lo = 0, .hi = 1},
         {.name = "--independent", .kind = FLAG_BOOL, .dst = &mc.independent},
+        {.name = "--denoiser", .kind = FLAG_BOOL, .dst = &mc.denoiser},
+        {.name = "--denoiser-layers", .kind = FLAG_INT, .dst = &mc.denoiser_layers, .lo = 1, .hi = 64},
+        {.name = "--denoiser-width", .kind = FLAG_INT, .dst = &mc.denoiser_width, .lo = 1, .hi = 4096},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
         {0},
     };
@@ -266,6 +287,8 @@ static int cmd_eval(int argc, char **argv)
     double mean = NAN, se = NAN, rms = NAN;
     int rc = open_video_model(pos[0], &m);
     if (rc == NF_OK) rc = load_videos(pos[1], m, &s);
+    /* a model with a denoiser is read in its stage "flow", whose metric is bits/dim */
+    if (rc == NF_OK && nf_model_stages(m) > 1) rc = nf_model_set_stage(m, 0);
     if (rc == NF_OK) rc = nf_model_evaluate(m, s, 0, batch, NULL, &mean, &se, NULL);
     if (rc == NF_OK) rc = nf_model_video_codec_error(m, nf_source_rows(s).x, (int)s->n, &rms);
     if (rc == NF_OK) {
@@ -329,13 +352,51 @@ static int ends_with(const char *s, const char *tail)
     return a >= b && !strcmp(s + a - b, tail);
 }
 
+/* The same n videos (the same seed) without denoising, with the flow's score step and, when the
+ * model has one, with the learned denoiser: each one's denoising time, RMS change from the
+ * undenoised videos (grey levels), and the RMS difference between the two denoisers' videos. */
+typedef struct dn_compare {
+    double seconds[3], step_rms[3], learned_flow_rms;
+} dn_compare;
+
+static double rms_diff(const nf_real *a, const nf_real *b, size_t n)
+{
+    double s = 0;
+    for (size_t k = 0; k < n; k++) s += ((double)a[k] - b[k]) * ((double)a[k] - b[k]);
+    return sqrt(s / (double)n);
+}
+
+static int compare_denoisers(nf_model *m, int n, const nf_video_sample_config *base, uint64_t seed, dn_compare *r)
+{
+    const nf_video_config *c = nf_model_video_config(m);
+    const size_t nd = (size_t)n * c->frames * c->h * c->w * c->c;
+    const int kinds = c->denoiser ? 3 : 2;
+    nf_real *x[3] = {NULL, NULL, NULL};
+    int rc = NF_OK;
+    for (int k = 0; k < kinds && rc == NF_OK; k++) {
+        nf_video_sample_config sc = *base;
+        sc.denoise = (nf_video_denoise)k;
+        nf_rng *rng = nf_rng_alloc(seed, 0);
+        x[k] = malloc(nd * sizeof *x[k]);
+        rc = rng && x[k] ? nf_model_video_sample(m, x[k], n, &sc, rng, NULL) : nf_error(NF_ENOMEM, "out of memory");
+        nf_rng_free(rng);
+        r->seconds[k] = nf_model_video_last_denoise_seconds(m);
+        if (rc == NF_OK) r->step_rms[k] = rms_diff(x[k], x[0], nd);
+    }
+    if (rc == NF_OK && kinds == 3) r->learned_flow_rms = rms_diff(x[2], x[1], nd);
+    free(x[0]), free(x[1]), free(x[2]);
+    return rc;
+}
+
 static int cmd_sample(int argc, char **argv)
 {
     const char *cmd = "video sample", *out = NULL, *h5 = NULL, *from = NULL, *pos[1];
-    int n = 4, given = 0, method = 0, whole = 0, compare = 0, json = 0, scale = 4, delay = 12;
+    int n = 4, given = 0, method = 0, whole = 0, compare = 0, json = 0, scale = 4, delay = 12, denoise = -1,
+        compare_dn = 0;
     long seed = 1;
     double temperature = 1, tol = 1e-4;
     static const char *const METHODS[] = {"sequential", "jacobi", NULL};
+    static const char *const DENOISE[] = {"none", "flow", "learned", NULL}; /* nf_video_denoise's order */
     const flag_spec flags[] = {
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {.name = "-n", .kind = FLAG_INT, .dst = &n, .lo = 1, .hi = 100000},
@@ -346,6 +407,8 @@ static int cmd_sample(int argc, char **argv)
         {.name = "--whole", .kind = FLAG_BOOL, .dst = &whole},
         {.name = "--compare", .kind = FLAG_BOOL, .dst = &compare},
         {.name = "--temperature", .kind = FLAG_DOUBLE, .dst = &temperature, .lo = 1e-3, .hi = 10},
+        {.name = "--denoise", .kind = FLAG_CHOICE, .dst = &denoise, .choices = DENOISE},
+        {.name = "--compare-denoise", .kind = FLAG_BOOL, .dst = &compare_dn},
         {.name = "--scale", .kind = FLAG_INT, .dst = &scale, .lo = 1, .hi = 64},
         {.name = "--delay", .kind = FLAG_INT, .dst = &delay, .lo = 0, .hi = 65535},
         {.name = "--h5", .kind = FLAG_STRING, .dst = &h5},
@@ -378,15 +441,19 @@ static int cmd_sample(int argc, char **argv)
         rc = nf_error(NF_ENOMEM, "out of memory for %d videos", n);
     if (rc == NF_OK && given) rc = given_videos(from, m, n, &prefix);
     nf_video_sample_config sc;
-    nf_video_sample_config_init(&sc);
+    nf_video_sample_config_init_for(&sc, m);
+    if (denoise >= 0) sc.denoise = (nf_video_denoise)denoise;
+    if (rc == NF_OK && sc.denoise == NF_VIDEO_DENOISE_LEARNED && !c->denoiser)
+        rc = nf_error(NF_EINVAL, "--denoise learned: %s has no learned denoiser (fit it with --denoiser)", pos[0]);
     sc.temperature = temperature, sc.tol = tol, sc.by_frame = !whole, sc.given = given, sc.prefix = prefix;
     sc.method = method ? NF_INVERT_JACOBI : NF_INVERT_SEQUENTIAL;
     int passes = 0, ref_passes = 0;
-    double wall = 0, ref_wall = 0, diff = 0;
+    double wall = 0, ref_wall = 0, diff = 0, denoise_wall = 0;
     if (rc == NF_OK) {
         double t0 = now_seconds();
         rc = nf_model_video_sample(m, x, n, &sc, rng, &passes);
         wall = now_seconds() - t0;
+        denoise_wall = nf_model_video_last_denoise_seconds(m);
     }
     if (rc == NF_OK && compare) { /* the same latents, token by token */
         nf_rng *r2 = nf_rng_alloc((uint64_t)seed, 0);
@@ -397,6 +464,8 @@ static int cmd_sample(int argc, char **argv)
         nf_rng_free(r2);
         for (size_t k = 0; rc == NF_OK && k < (size_t)n * D; k++) diff = fmax(diff, fabs((double)x[k] - xref[k]));
     }
+    dn_compare dc = {0};
+    if (rc == NF_OK && compare_dn) rc = compare_denoisers(m, n, &sc, (uint64_t)seed, &dc);
     if (rc == NF_OK)
         rc = ends_with(out, ".gif") ? nf_video_gif_write_grid(out, x, n, 0, c->frames, c->h, c->w, c->c, c->levels, scale, delay)
                                     : nf_video_filmstrip_png(out, x, n, c->frames, c->h, c->w, c->c, c->levels, scale);
@@ -406,16 +475,32 @@ static int cmd_sample(int argc, char **argv)
         if (json) {
             printf("{\"videos\": %d, \"method\": \"%s\", \"passes\": %d, \"passes_per_frame\": %.4g, \"seconds\": %.6g",
                    n, how, passes, (double)passes / c->frames, wall);
+            printf(", \"denoise\": \"%s\", \"denoise_seconds\": %.6g", nf_video_denoise_name(sc.denoise), denoise_wall);
             if (compare)
                 printf(", \"sequential_passes\": %d, \"sequential_seconds\": %.6g, \"max_difference_levels\": %.6g",
                        ref_passes, ref_wall, diff);
+            if (compare_dn) {
+                printf(", \"flow_denoise_seconds\": %.6g, \"flow_step_rms_levels\": %.6g", dc.seconds[1],
+                       dc.step_rms[1]);
+                if (c->denoiser)
+                    printf(", \"learned_denoise_seconds\": %.6g, \"learned_step_rms_levels\": %.6g, "
+                           "\"learned_flow_rms_levels\": %.6g", dc.seconds[2], dc.step_rms[2], dc.learned_flow_rms);
+            }
             printf(", \"output\": \"%s\"}\n", out);
         } else {
-            fprintf(stderr, "nf %s: %d videos in %.3f s (%s: %d passes, %.2f per frame); wrote %s%s%s\n", cmd, n, wall,
-                    how, passes, (double)passes / c->frames, out, h5 ? " and " : "", h5 ? h5 : "");
+            fprintf(stderr, "nf %s: %d videos in %.3f s (%s: %d passes, %.2f per frame; denoising %s, %.3f s); wrote "
+                            "%s%s%s\n", cmd, n, wall, how, passes, (double)passes / c->frames,
+                    nf_video_denoise_name(sc.denoise), denoise_wall, out, h5 ? " and " : "", h5 ? h5 : "");
             if (compare)
                 fprintf(stderr, "nf %s: token by token: %.3f s, %d passes; largest difference %.3g grey levels\n", cmd,
                         ref_wall, ref_passes, diff);
+            if (compare_dn) {
+                fprintf(stderr, "nf %s: flow score step: %.3f ms a video, RMS step %.4g grey levels\n", cmd,
+                        1e3 * dc.seconds[1] / n, dc.step_rms[1]);
+                if (c->denoiser)
+                    fprintf(stderr, "nf %s: learned denoiser: %.3f ms a video, RMS step %.4g grey levels, %.4g from the "
+                                    "flow's\n", cmd, 1e3 * dc.seconds[2] / n, dc.step_rms[2], dc.learned_flow_rms);
+            }
         }
     }
     free(x), free(xref), free(prefix);

@@ -3,7 +3,10 @@
  * causality (changing frame t moves no latent of an earlier frame); the loss's gradient against
  * finite differences (double build); token-by-token, whole-video Jacobi and video-aware (frame by
  * frame) Jacobi sampling give the same videos; given frames are kept and condition the rest; a model
- * file round-trips. */
+ * file round-trips.  The learned denoiser (flow-score matching): its loss's gradient against finite
+ * differences and its target sigma^2 grad log p against central differences of log p (double build);
+ * its stage trains no flow entry and learns the score step; samples with both denoisers; a model with
+ * one round-trips, and a model without one keeps its parameter count. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -265,6 +268,268 @@ START_TEST(fits_and_round_trips)
 }
 END_TEST
 
+/* tiny_config with a learned denoiser of one layer of width 8. */
+static void dn_config(nf_video_config *c)
+{
+    tiny_config(c);
+    c->denoiser = 1, c->denoiser_layers = 1, c->denoiser_width = 8;
+}
+
+#ifdef NF_DOUBLE
+/* Stage "denoiser": central differences of its loss (same noise: the draw count restored) against
+ * the gradient for every 7th entry of the denoiser, and no gradient added to any flow entry. */
+START_TEST(denoiser_loss_gradient_matches_finite_differences)
+{
+    nf_video_config c;
+    dn_config(&c);
+    nf_model *m;
+    ck_assert_msg(nf_model_video_create(&m, &c) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_int_eq(nf_model_stages(m), 2);
+    ck_assert_str_eq(nf_model_stage_name(m, 1), "denoiser");
+    nf_test_perturb(m->P, 0.1, 19); /* the flow off the identity, the denoiser off zero */
+    ck_assert_int_eq(nf_model_set_stage(m, 1), NF_OK);
+    const size_t first = m->train_first, count = m->train_count;
+    ck_assert(first > 0 && count == nf_model_video_denoiser_params(m) && first + count == m->P->n);
+    const int n = 3, D = c.frames * c.h * c.w;
+    nf_real *x = tiny_videos(&c, n, 22);
+    size_t idx[3] = {5, 1, 30};
+    nf_batch b = {.n = n, .idx = idx, .dim = D, .x = x};
+    nf_real *S0 = malloc(m->S->n * sizeof *S0);
+    memcpy(S0, m->S->value, m->S->n * sizeof *S0);
+    nf_model_set_training(m, 1);
+    double loss;
+    nf_params_zero_grad(m->P);
+    ck_assert_int_eq(m->type->loss(m, &b, NULL, &loss), NF_OK);
+    ck_assert(loss > 0);
+    for (size_t j = 0; j < first; j++)
+        ck_assert_msg(m->P->grad[j] == 0, "flow entry %zu got gradient %g", j, m->P->grad[j]);
+    nf_real *an = malloc(m->P->n * sizeof *an);
+    memcpy(an, m->P->grad, m->P->n * sizeof *an);
+    double gmax = 0; /* the scale below which a difference is rounding */
+    for (size_t j = first; j < m->P->n; j++) gmax = fmax(gmax, fabs(an[j]));
+    ck_assert(gmax > 0);
+    int checked = 0;
+    for (size_t j = first; j < m->P->n; j += 7) {
+        const nf_real v = m->P->value[j];
+        const double h = 1e-5;
+        double lpl, lmi;
+        m->P->value[j] = v + h;
+        memcpy(m->S->value, S0, m->S->n * sizeof *S0);
+        ck_assert_int_eq(m->type->loss(m, &b, NULL, &lpl), NF_OK);
+        m->P->value[j] = v - h;
+        memcpy(m->S->value, S0, m->S->n * sizeof *S0);
+        ck_assert_int_eq(m->type->loss(m, &b, NULL, &lmi), NF_OK);
+        m->P->value[j] = v;
+        const double fd = (lpl - lmi) / (2 * h), err = fabs(fd - an[j]) / fmax(1e-4 * gmax, fabs(fd) + fabs(an[j]));
+        ck_assert_msg(err < 1e-5, "denoiser entry %zu: finite difference %.9g, gradient %.9g", j - first, fd, an[j]);
+        checked++;
+    }
+    ck_assert(checked > 50);
+    free(an), free(S0), free(x);
+    nf_model_free(m);
+}
+END_TEST
+
+/* The target g = sigma^2 grad log p(zt), computed by the flow's backward, against sigma^2 times
+ * central differences of log p in zt, on every latent value of one noisy video. */
+START_TEST(denoiser_target_is_the_scaled_score)
+{
+    nf_video_config c;
+    dn_config(&c);
+    nf_model *m;
+    ck_assert_int_eq(nf_model_video_create(&m, &c), NF_OK);
+    nf_test_perturb(m->P, 0.15, 23);
+    const int n = 2, L = c.frames * nf_model_video_frame_latent(m);
+    nf_real *x = tiny_videos(&c, n, 24), *zt = malloc((size_t)n * L * sizeof *zt),
+            *g = malloc((size_t)n * L * sizeof *g);
+    double loss;
+    ck_assert_int_eq(nf_model_video_denoiser_loss(m, x, NULL, n, 7, &loss, zt, g), NF_OK);
+    const double s2 = c.noise * c.noise;
+    double gmax = 0;
+    for (int k = 0; k < L; k++) {
+        nf_real z[64], lp[1];
+        const double h = 1e-5;
+        double lpl, lmi;
+        memcpy(z, zt + L, (size_t)L * sizeof *z); /* video 1 */
+        z[k] += h;
+        ck_assert_int_eq(nf_flow_log_prob(m->flow, lp, z, NULL, NULL, 1), NF_OK);
+        lpl = lp[0];
+        z[k] -= 2 * h;
+        ck_assert_int_eq(nf_flow_log_prob(m->flow, lp, z, NULL, NULL, 1), NF_OK);
+        lmi = lp[0];
+        const double fd = s2 * (lpl - lmi) / (2 * h), an = g[L + k];
+        ck_assert_msg(fabs(fd - an) <= 1e-6 * fmax(1e-6, fabs(fd)), "latent value %d: sigma^2 FD %.9g, target %.9g", k,
+                      fd, an);
+        gmax = fmax(gmax, fabs(an));
+    }
+    ck_assert(gmax > 1e-5);
+    free(x), free(zt), free(g);
+    nf_model_free(m);
+}
+END_TEST
+#endif
+
+typedef struct {
+    nf_real *flow;   /* the flow's entries when the stage "denoiser" starts */
+    size_t count;
+    int seen;
+} stage_snap;
+
+static int snap_at_stage_start(void *user, nf_trainer *t)
+{
+    stage_snap *s = user;
+    if (t->model->stage == 1 && t->step == 0 && !s->seen) {
+        memcpy(s->flow, t->model->P->value, s->count * sizeof *s->flow);
+        s->seen = 1;
+    }
+    return NF_OK;
+}
+
+/* A fit with a denoiser runs stage "flow" then "denoiser"; the second changes no flow entry (to the
+ * bit) and lowers the held-out denoiser loss; the learned D(zt) is closer to the flow's score step g
+ * than zero is (||D - g|| < ||g|| on held-out noisy latents); sampling with either denoiser keeps the
+ * given frames, the learned one refused without a denoiser. */
+START_TEST(denoiser_stage_learns_the_score_and_keeps_the_flow)
+{
+    nf_video_config c;
+    dn_config(&c);
+    c.denoiser_width = 16;
+    nf_model *m;
+    ck_assert_int_eq(nf_model_video_create(&m, &c), NF_OK);
+    ck_assert_int_eq(m->stage, 0);
+    const int n = 64, nh = 16, D = c.frames * c.h * c.w, L = c.frames * nf_model_video_frame_latent(m);
+    nf_real *x = tiny_videos(&c, n, 25), *xh = tiny_videos(&c, nh, 26);
+    nf_source *src;
+    ck_assert_int_eq(nf_source_rows_wrap(&src, x, NULL, (size_t)n, D, 0), NF_OK);
+    nf_train_config tc;
+    nf_train_config_init(&tc);
+    tc.max_steps = 80, tc.batch = 8, tc.eval_every = 0, tc.checkpoint_every = 0, tc.optim.lr = 3e-3;
+    stage_snap snap = {.count = m->P->n - nf_model_video_denoiser_params(m)};
+    snap.flow = malloc(snap.count * sizeof *snap.flow);
+    nf_train_hooks hooks = {.user = &snap, .checkpoint = snap_at_stage_start};
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, m, &tc, src, NULL), NF_OK);
+    double before_loss = NAN;
+    /* the held-out loss of the zero denoiser, once the flow is trained: measured at the snapshot
+     * (the denoiser's entries have not moved then, and D = 0) */
+    ck_assert_msg(nf_trainer_run(t, &hooks) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_msg(snap.seen, "the checkpoint hook never saw the start of stage denoiser");
+    ck_assert_int_eq(m->stage, 1);
+    ck_assert(nf_trainer_finished(t));
+    nf_trainer_free(t);
+    for (size_t j = 0; j < snap.count; j++)
+        ck_assert_msg(m->P->value[j] == snap.flow[j], "flow entry %zu moved in stage denoiser: %.9g -> %.9g", j,
+                      snap.flow[j], m->P->value[j]);
+    /* held-out noisy latents: ||D(zt) - g||^2 against ||g||^2 (the loss of D = 0) */
+    nf_real *zt = malloc((size_t)nh * L * sizeof *zt), *g = malloc((size_t)nh * L * sizeof *g),
+            *d = malloc((size_t)nh * L * sizeof *d);
+    double after_loss;
+    ck_assert_int_eq(nf_model_video_denoiser_loss(m, xh, NULL, nh, 0, &after_loss, zt, g), NF_OK);
+    ck_assert_int_eq(nf_model_video_denoise_latents(m, d, zt, nh), NF_OK);
+    double e2 = 0, g2 = 0;
+    for (size_t k = 0; k < (size_t)nh * L; k++) e2 += (d[k] - g[k]) * (d[k] - g[k]), g2 += (double)g[k] * g[k];
+    before_loss = g2 / ((double)nh * L);
+    ck_assert_msg(fabs(after_loss - e2 / ((double)nh * L)) <= 1e-4 * after_loss, "loss %.9g, recomputed %.9g",
+                  after_loss, e2 / ((double)nh * L));
+    const double rel = sqrt(e2 / g2);
+    ck_assert_msg(g2 > 0 && rel < 0.95, "held-out relative error of the learned score step %.4f (zero: 1); loss %.4g "
+                  "against %.4g", rel, after_loss, before_loss);
+    /* the score step computed for sampling is the target's */
+    nf_real *gs = malloc((size_t)nh * L * sizeof *gs);
+    ck_assert_int_eq(nf_model_video_flow_score(m, gs, zt, nh), NF_OK);
+    for (size_t k = 0; k < (size_t)nh * L; k++) ck_assert(fabs(gs[k] - g[k]) <= 1e-6 * (fabs(g[k]) + 1e-6));
+    /* sampling: both denoisers move the drawn frames by about the score step and keep the given */
+    const int ns = 2, P = c.h * c.w;
+    nf_real *x0 = malloc((size_t)ns * D * sizeof *x0), *xf = malloc((size_t)ns * D * sizeof *xf),
+            *xl = malloc((size_t)ns * D * sizeof *xl);
+    nf_video_sample_config sc;
+    nf_video_sample_config_init_for(&sc, m);
+    ck_assert_int_eq(sc.denoise, NF_VIDEO_DENOISE_LEARNED);
+    sc.given = 1, sc.prefix = xh;
+    nf_real *outs[3] = {x0, xf, xl};
+    for (int k = 0; k < 3; k++) {
+        sc.denoise = (nf_video_denoise)k;
+        nf_rng *r = nf_rng_alloc(41, 0);
+        ck_assert_msg(nf_model_video_sample(m, outs[k], ns, &sc, r, NULL) == NF_OK, "%s", nf_strerror_last());
+        nf_rng_free(r);
+        ck_assert(k == 0 ? nf_model_video_last_denoise_seconds(m) == 0 : nf_model_video_last_denoise_seconds(m) > 0);
+        for (int i = 0; i < ns; i++)
+            for (int p = 0; p < P; p++) ck_assert(outs[k][(size_t)i * D + p] == xh[(size_t)i * D + p]);
+    }
+    double df = 0, dl = 0;
+    for (size_t k = 0; k < (size_t)ns * D; k++) df = fmax(df, fabs(xf[k] - x0[k])), dl = fmax(dl, fabs(xl[k] - x0[k]));
+    ck_assert_msg(df > 1e-4 && dl > 1e-4, "the score steps moved the samples by %g (flow) and %g (learned) levels", df,
+                  dl);
+    free(x0), free(xf), free(xl), free(gs), free(zt), free(g), free(d), free(snap.flow), free(x), free(xh);
+    nf_source_free(src);
+    nf_model_free(m);
+}
+END_TEST
+
+/* A model with a denoiser reloads with the same configuration, stage names and denoiser output; a
+ * model without one has the parameter count of the flow alone and refuses learned denoising. */
+START_TEST(denoiser_model_round_trips)
+{
+    nf_video_config c;
+    dn_config(&c);
+    nf_model *m, *m0;
+    ck_assert_int_eq(nf_model_video_create(&m, &c), NF_OK);
+    nf_test_perturb(m->P, 0.1, 27);
+    c.denoiser = 0;
+    ck_assert_int_eq(nf_model_video_create(&m0, &c), NF_OK);
+    char spec[NF_VIDEO_SPEC_MAX];
+    ck_assert_int_eq(nf_video_spec(&c, spec, sizeof spec), NF_OK);
+    nf_flow *alone;
+    ck_assert_int_eq(nf_flow_create(&alone, spec, m0->flow->dim, 0, c.seed), NF_OK);
+    ck_assert_uint_eq(m0->P->n, alone->P->n);
+    ck_assert_int_eq(nf_model_stages(m0), 1);
+    ck_assert_uint_eq(nf_model_video_denoiser_params(m0), 0);
+    ck_assert_uint_eq(m->P->n, m0->P->n + nf_model_video_denoiser_params(m));
+    nf_flow_free(alone);
+    const int n = 2, L = c.frames * nf_model_video_frame_latent(m);
+    nf_real z[128], d1[128], d2[128];
+    nf_test_fill_uniform(z, (size_t)n * L, -1, 1, 28);
+    ck_assert_int_eq(nf_model_video_denoise_latents(m0, d1, z, n), NF_EINVAL);
+    nf_video_sample_config sc;
+    nf_video_sample_config_init_for(&sc, m0);
+    ck_assert_int_eq(sc.denoise, NF_VIDEO_DENOISE_NONE);
+    sc.denoise = NF_VIDEO_DENOISE_LEARNED;
+    nf_real xs[2 * 256];
+    nf_rng *r = nf_rng_alloc(1, 0);
+    ck_assert_int_eq(nf_model_video_sample(m0, xs, 2, &sc, r, NULL), NF_EINVAL);
+    nf_rng_free(r);
+    ck_assert_int_eq(nf_model_video_denoise_latents(m, d1, z, n), NF_OK);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/nf_video_dn_%d.h5", (int)getpid());
+    nf_model_meta meta = {0};
+    ck_assert_msg(nf_model_save(path, m, &meta, NULL) == NF_OK, "%s", nf_strerror_last());
+    nf_model *m2;
+    ck_assert_msg(nf_model_open(path, &m2, NULL) == NF_OK, "%s", nf_strerror_last());
+    const nf_video_config *c2 = nf_model_video_config(m2);
+    ck_assert(c2 && c2->denoiser == 1 && c2->denoiser_layers == 1 && c2->denoiser_width == 8);
+    ck_assert_int_eq(nf_model_stages(m2), 2);
+    ck_assert_uint_eq(m2->P->n, m->P->n);
+    ck_assert_int_eq(nf_model_video_denoise_latents(m2, d2, z, n), NF_OK);
+    for (int k = 0; k < n * L; k++)
+        ck_assert_msg(d1[k] == d2[k], "value %d: %.9g before saving, %.9g after", k, d1[k], d2[k]);
+    unlink(path);
+    /* the model without a denoiser writes no denoiser attributes and reloads as one without */
+    ck_assert_int_eq(nf_model_save(path, m0, &meta, NULL), NF_OK);
+    nf_h5 *f;
+    ck_assert_int_eq(nf_h5_open(&f, path, NF_MODEL_FORMAT, NF_MODEL_VERSION), NF_OK);
+    ck_assert(!nf_h5_attr_exists(f, "/model/video", "denoiser"));
+    nf_h5_close(f);
+    nf_model *m3;
+    ck_assert_int_eq(nf_model_open(path, &m3, NULL), NF_OK);
+    ck_assert(nf_model_video_config(m3)->denoiser == 0 && m3->P->n == m0->P->n && nf_model_stages(m3) == 1);
+    unlink(path);
+    nf_model_free(m3);
+    nf_model_free(m2);
+    nf_model_free(m0);
+    nf_model_free(m);
+}
+END_TEST
+
 START_TEST(bad_configurations_are_refused)
 {
     nf_video_config c;
@@ -279,6 +544,20 @@ START_TEST(bad_configurations_are_refused)
     tiny_config(&c);
     c.width = 10, c.heads = 4;
     ck_assert_int_eq(nf_model_video_create(&m, &c), NF_EINVAL);
+    dn_config(&c);
+    c.denoiser_width = 9; /* not a multiple of the 2 heads */
+    ck_assert_int_eq(nf_model_video_create(&m, &c), NF_EINVAL);
+    ck_assert_msg(strstr(nf_strerror_last(), "denoiser width 9"), "%s", nf_strerror_last());
+    dn_config(&c);
+    c.noise = 0;
+    ck_assert_int_eq(nf_model_video_create(&m, &c), NF_EINVAL);
+    dn_config(&c);
+    c.denoiser = 2;
+    ck_assert_int_eq(nf_model_video_create(&m, &c), NF_EINVAL);
+    nf_video_denoise d;
+    ck_assert_int_eq(nf_video_denoise_parse("learned", &d), NF_OK);
+    ck_assert_int_eq(d, NF_VIDEO_DENOISE_LEARNED);
+    ck_assert_int_eq(nf_video_denoise_parse("tweedie", &d), NF_EINVAL);
 }
 END_TEST
 
@@ -291,7 +570,11 @@ int main(void)
     tcase_add_test(t, later_frames_move_no_earlier_latent);
 #ifdef NF_DOUBLE
     tcase_add_test(t, loss_gradient_matches_finite_differences);
+    tcase_add_test(t, denoiser_loss_gradient_matches_finite_differences);
+    tcase_add_test(t, denoiser_target_is_the_scaled_score);
 #endif
+    tcase_add_test(t, denoiser_stage_learns_the_score_and_keeps_the_flow);
+    tcase_add_test(t, denoiser_model_round_trips);
     tcase_add_test(t, samplers_agree_and_keep_given_frames);
     tcase_add_test(t, fits_and_round_trips);
     tcase_add_test(t, bad_configurations_are_refused);

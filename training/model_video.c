@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "training/keyed_noise.h"
 #include "training/video_codec.h"
+#include "training/video_denoiser.h"
 
 #define LN2 0.69314718055994530942
 
@@ -23,6 +25,7 @@ void nf_video_config_init(nf_video_config *c)
     c->global_blocks = 1, c->global_layers = 4;
     c->width = 64, c->heads = 4;
     c->noise = 0.02;
+    c->denoiser_layers = 2, c->denoiser_width = 32;
     c->seed = 1;
 }
 
@@ -47,6 +50,18 @@ int nf_video_config_check(const nf_video_config *c)
         return nf_error(NF_EINVAL, "transformer width %d and %d heads: the width (<= 4096) must be a multiple of the "
                                    "heads", c->width, c->heads);
     if (!(c->noise >= 0 && c->noise <= 1)) return nf_error(NF_EINVAL, "latent noise %g: expected 0..1", c->noise);
+    if (c->denoiser != 0 && c->denoiser != 1)
+        return nf_error(NF_EINVAL, "denoiser %d: expected 0 (none) or 1 (learned)", c->denoiser);
+    if (c->denoiser) {
+        if (c->denoiser_layers < 1 || c->denoiser_layers > 64)
+            return nf_error(NF_EINVAL, "%d denoiser layers: expected 1..64", c->denoiser_layers);
+        if (c->denoiser_width < 1 || c->denoiser_width > 4096 || c->denoiser_width % c->heads)
+            return nf_error(NF_EINVAL, "denoiser width %d: expected 1..4096 and a multiple of the %d heads",
+                            c->denoiser_width, c->heads);
+        if (!(c->noise > 0))
+            return nf_error(NF_EINVAL, "a learned denoiser needs latent noise to remove (noise %g: expected > 0)",
+                            c->noise);
+    }
     return NF_OK;
 }
 
@@ -90,17 +105,26 @@ typedef struct {
     nf_real *z;           /* (cap, L) latents */
     nf_real *logp, *dlogp;/* (cap) */
     size_t s_draws;       /* offset in S of the count of training losses: the key of their noise */
+    /* the learned denoiser (cfg.denoiser): its entries of P follow the flow's [0, flow_count) */
+    nf_video_denoiser *dn;
+    size_t flow_count;
+    nf_real *g, *dd;      /* (cap, L) the flow's scaled score; the denoiser's output, then dL/dD */
+    nf_real *gsave;       /* (P->n) the gradient held while a score is computed (grown once) */
+    size_t gsave_cap;
+    double denoise_s;     /* wall time of the last sample's denoising */
 } video_state;
 
 static int reserve(video_state *st, int n)
 {
     if (n <= st->cap) return NF_OK;
-    free(st->y), free(st->z), free(st->logp), free(st->dlogp);
+    free(st->y), free(st->z), free(st->logp), free(st->dlogp), free(st->g), free(st->dd);
     st->y = malloc((size_t)n * st->D * sizeof *st->y);
     st->z = malloc((size_t)n * st->L * sizeof *st->z);
     st->logp = malloc((size_t)n * sizeof *st->logp);
     st->dlogp = malloc((size_t)n * sizeof *st->dlogp);
-    if (!st->y || !st->z || !st->logp || !st->dlogp) {
+    st->g = malloc((size_t)n * st->L * sizeof *st->g);
+    st->dd = malloc((size_t)n * st->L * sizeof *st->dd);
+    if (!st->y || !st->z || !st->logp || !st->dlogp || !st->g || !st->dd) {
         st->cap = 0;
         return nf_error(NF_ENOMEM, "out of memory for a batch of %d videos of %d values", n, st->D);
     }
@@ -135,19 +159,84 @@ static double bpd_of(const video_state *st, double logp)
     return -(logp - st->L * log((double)st->cfg.levels)) / (st->L * LN2);
 }
 
-/* logp (n) of the latents of n dequantised videos st->y (idx: for the latent noise of training
- * draw `draw`; 0: none). */
-static int latent_logp(nf_model *m, int n, const size_t *idx, uint64_t draw)
+/* st->z = E st->y (+ noise eps keyed by (seed, draw, idx) when `noisy`; draw 0's is evaluation's
+ * fixed draw, independent of its dequantisation, which uses the first D uniforms of the key). */
+static void encode(video_state *st, int n, const size_t *idx, uint64_t draw, int noisy)
 {
-    video_state *st = m->state;
     nf_dct_encode(st->codec, st->z, st->y, n * st->cfg.frames);
-    if (draw && st->cfg.noise > 0)
+    if (noisy && st->cfg.noise > 0)
         for (int i = 0; i < n; i++) {
             const uint64_t key = nf_noise_key(st->cfg.seed, draw, idx ? idx[i] : (size_t)i);
             for (int k = 0; k < st->L; k++)
                 st->z[(size_t)i * st->L + k] += (nf_real)(st->cfg.noise * nf_keyed_normal(key, (uint64_t)st->D + 2 * (uint64_t)k));
         }
+}
+
+/* logp (n) of the latents of n dequantised videos st->y (idx: for the latent noise of training
+ * draw `draw`; 0: none). */
+static int latent_logp(nf_model *m, int n, const size_t *idx, uint64_t draw)
+{
+    video_state *st = m->state;
+    encode(st, n, idx, draw, draw != 0);
     return nf_flow_log_prob(m->flow, st->logp, st->z, NULL, idx, n);
+}
+
+/* out (n, L) = sigma^2 d/dz log p(z): the flow's log_prob, then its backward with dL/dlogp = 1 and
+ * the input gradient; the flow is held fixed, so P->grad is given back as it was (the flow's
+ * parameter gradient of this pass is not the loss's). */
+static int flow_score(nf_model *m, nf_real *out, const nf_real *z, const size_t *idx, int n)
+{
+    video_state *st = m->state;
+    if (st->gsave_cap < m->P->n) {
+        free(st->gsave);
+        st->gsave = malloc(m->P->n * sizeof *st->gsave);
+        st->gsave_cap = st->gsave ? m->P->n : 0;
+        if (!st->gsave) return nf_error(NF_ENOMEM, "out of memory for the flow's score");
+    }
+    NF_TRY(nf_flow_log_prob(m->flow, st->logp, z, NULL, idx, n));
+    for (int i = 0; i < n; i++) st->dlogp[i] = 1;
+    memset(out, 0, (size_t)n * st->L * sizeof *out);
+    memcpy(st->gsave, m->P->grad, m->P->n * sizeof *st->gsave);
+    const int rc = nf_flow_backward(m->flow, st->dlogp, out, NULL);
+    memcpy(m->P->grad, st->gsave, m->P->n * sizeof *st->gsave);
+    NF_TRY(rc);
+    const nf_real s2 = (nf_real)(st->cfg.noise * st->cfg.noise);
+    for (size_t k = 0; k < (size_t)n * st->L; k++) out[k] *= s2;
+    return NF_OK;
+}
+
+/* Stage "denoiser" on n videos x (levels): zt = E y + sigma eps (training draw `draw`, or with
+ * draw 0 evaluation's fixed noise), g = sigma^2 grad log p(zt) (the flow fixed),
+ *     e_i = ||D(zt_i) - g_i||^2 / L,   loss = (1/n) sum_i e_i,   values[i] = -e_i (may be NULL);
+ * with `grad`: dL/dD_i = 2 (D(zt_i) - g_i) / (n L), backpropagated into the denoiser's entries. */
+static int denoiser_pass(nf_model *m, const nf_real *x, const size_t *idx, int n, uint64_t draw, int grad, double *loss,
+                         double *values)
+{
+    video_state *st = m->state;
+    if (!st->dn) return nf_error(NF_EINVAL, "the video model has no learned denoiser (fit with --denoiser)");
+    NF_TRY(reserve(st, n));
+    NF_TRY(dequantize(st, st->y, x, idx, n, NULL, draw));
+    encode(st, n, idx, draw, 1);
+    NF_TRY(flow_score(m, st->g, st->z, idx, n));
+    NF_TRY(nf_video_denoiser_forward(st->dn, m->P, st->dd, st->z, n));
+    const int L = st->L;
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        double e = 0;
+        for (int k = 0; k < L; k++) {
+            const double r = (double)st->dd[(size_t)i * L + k] - st->g[(size_t)i * L + k];
+            e += r * r;
+        }
+        e /= L;
+        if (values) values[i] = -e;
+        s += e;
+    }
+    *loss = s / n;
+    if (!grad) return NF_OK;
+    const double c = 2.0 / ((double)n * L);
+    for (size_t k = 0; k < (size_t)n * L; k++) st->dd[k] = (nf_real)(c * ((double)st->dd[k] - st->g[k]));
+    nf_video_denoiser_backward(st->dn, m->P, st->dd, n);
+    return NF_OK;
 }
 
 /* ---- the kind ----------------------------------------------------------------------------------- */
@@ -161,6 +250,7 @@ static int video_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
     NF_TRY(reserve(st, n));
     const uint64_t draw = (uint64_t)m->S->value[st->s_draws] + 1;
     m->S->value[st->s_draws] += 1;
+    if (st->dn && m->stage == 1) return denoiser_pass(m, b->x, b->idx, n, draw, 1, loss, NULL);
     NF_TRY(dequantize(st, st->y, b->x, b->idx, n, NULL, draw));
     NF_TRY(latent_logp(m, n, b->idx, draw));
     double s = 0;
@@ -170,11 +260,14 @@ static int video_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
     return nf_flow_backward(m->flow, st->dlogp, NULL, NULL);
 }
 
-/* values[i] = -bpd of video i, deterministic dequantisation, no latent noise. */
+/* values[i] = -bpd of video i, deterministic dequantisation, no latent noise; in stage "denoiser"
+ * minus the denoiser's error e_i on evaluation's fixed noise. */
 static int video_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *values)
 {
     (void)rng;
     video_state *st = m->state;
+    double loss;
+    if (st->dn && m->stage == 1) return denoiser_pass(m, b->x, b->idx, b->n, 0, 0, &loss, values);
     NF_TRY(reserve(st, b->n));
     NF_TRY(dequantize(st, st->y, b->x, b->idx, b->n, NULL, 0));
     NF_TRY(latent_logp(m, b->n, b->idx, 0));
@@ -183,6 +276,17 @@ static int video_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *value
 }
 
 static void video_set_training(nf_model *m, int training) { nf_flow_set_training(m->flow, training); }
+
+/* Stage 0 "flow" trains P[0, flow_count), stage 1 "denoiser" the rest. */
+static int video_set_stage(nf_model *m, int stage)
+{
+    const video_state *st = m->state;
+    if (stage == 0) m->train_first = 0, m->train_count = st->flow_count;
+    else m->train_first = st->flow_count, m->train_count = m->P->n - st->flow_count;
+    return NF_OK;
+}
+
+static const nf_model_type nf_model_video_denoised;
 
 static const char *const INT_FIELDS[] = {"frames", "h", "w", "c", "levels", "block", "keep", "local_blocks",
                                          "local_layers", "global_blocks", "global_layers", "width", "heads"};
@@ -206,6 +310,11 @@ static int video_save(const nf_model *m, nf_h5 *f, const char *group)
     NF_TRY(nf_h5_attr_set_double(f, path, "noise", c.noise));
     NF_TRY(nf_h5_attr_set_int64(f, path, "seed", (int64_t)c.seed));
     NF_TRY(nf_h5_attr_set_int64(f, path, "independent", c.independent));
+    if (c.denoiser) { /* only then: a model without one writes the files it always wrote */
+        NF_TRY(nf_h5_attr_set_int64(f, path, "denoiser", c.denoiser));
+        NF_TRY(nf_h5_attr_set_int64(f, path, "denoiser_layers", c.denoiser_layers));
+        NF_TRY(nf_h5_attr_set_int64(f, path, "denoiser_width", c.denoiser_width));
+    }
     snprintf(path, sizeof path, "%s/flow", group);
     return nf_model_flow_save(m->flow, f, path);
 }
@@ -215,7 +324,8 @@ static void video_destroy(nf_model *m)
     video_state *st = m->state;
     if (st) {
         nf_dct_codec_free(st->codec);
-        free(st->y), free(st->z), free(st->logp), free(st->dlogp);
+        nf_video_denoiser_free(st->dn);
+        free(st->y), free(st->z), free(st->logp), free(st->dlogp), free(st->g), free(st->dd), free(st->gsave);
     }
     free(st);
     nf_flow_free(m->flow);
@@ -251,6 +361,18 @@ static int build(nf_model *m, const nf_video_config *c, nf_h5 *f, const char *gr
         rc = nf_error(NF_EFORMAT, "the flow has %d dimensions and %d context values; the video's latent %d and none",
                       flow->dim, flow->ctx_dim, st->L);
     if (rc == NF_OK) rc = nf_params_add(m->S, "video.draws", 1, &st->s_draws);
+    if (rc == NF_OK && c->denoiser) {
+        /* after the flow's entries, so the flow's weights are those of the model without one */
+        const int th = c->h / c->block, tw = c->w / c->block;
+        st->flow_count = m->P->n;
+        rc = nf_video_denoiser_create(&st->dn, m->P, c->frames * th * tw, c->keep * c->keep * c->c, c->denoiser_width,
+                                      c->heads, c->denoiser_layers, c->seed);
+        m->type = &nf_model_video_denoised;
+        /* a new model starts with its flow; a saved one is finished (stage "denoiser") unless the
+         * trainer resumes it at the stage of its checkpoint */
+        m->stage = f ? 1 : 0;
+        if (rc == NF_OK) rc = video_set_stage(m, m->stage);
+    }
     return rc;
 }
 
@@ -275,6 +397,18 @@ static int video_load(nf_model *m, nf_h5 *f, const char *group, int version)
     int64_t ind = 0;
     NF_TRY(nf_h5_attr_get_int64(f, path, "independent", &ind));
     c.independent = ind != 0;
+    c.denoiser = c.denoiser_layers = c.denoiser_width = 0; /* absent: none (files before the denoiser) */
+    if (nf_h5_attr_exists(f, path, "denoiser")) {
+        static const char *const DN[] = {"denoiser", "denoiser_layers", "denoiser_width"};
+        int *dst[] = {&c.denoiser, &c.denoiser_layers, &c.denoiser_width};
+        for (int k = 0; k < 3; k++) {
+            int64_t v;
+            NF_TRY(nf_h5_attr_get_int64(f, path, DN[k], &v));
+            if (v < 0 || v > 4096)
+                return nf_error(NF_EFORMAT, "%s:%s: %s is %lld", nf_h5_path(f), path, DN[k], (long long)v);
+            *dst[k] = (int)v;
+        }
+    }
     int rc = nf_video_config_check(&c);
     snprintf(path, sizeof path, "%s/flow", group);
     if (rc == NF_OK) rc = build(m, &c, f, path);
@@ -285,20 +419,28 @@ static int video_load(nf_model *m, nf_h5 *f, const char *group, int version)
     return NF_OK;
 }
 
+#define VIDEO_KIND_FIELDS                                                                                            \
+    .kind = "video", .command = "nf video", .source_kind = "rows", .metric = "neg_bits_per_dim",                      \
+    .flow_on_transformed_data = 1, .loss = video_loss, .eval = video_eval, .set_training = video_set_training,        \
+    .save = video_save, .load = video_load, .destroy = video_destroy
+
 const nf_model_type nf_model_video = {
-    .kind = "video",
+    VIDEO_KIND_FIELDS,
     .summary = "a latent video flow (block-DCT codec, frame-local and causal global TarFlow blocks), in bits per "
                "dimension",
-    .command = "nf video",
-    .source_kind = "rows",
-    .metric = "neg_bits_per_dim",
-    .flow_on_transformed_data = 1,
-    .loss = video_loss,
-    .eval = video_eval,
-    .set_training = video_set_training,
-    .save = video_save,
-    .load = video_load,
-    .destroy = video_destroy,
+};
+
+static const char *const STAGE_NAMES[] = {"flow", "denoiser"};
+
+/* The same kind with a learned denoiser: two stages (the validation metric of the second is minus
+ * the denoiser's mean squared error per latent value). */
+static const nf_model_type nf_model_video_denoised = {
+    VIDEO_KIND_FIELDS,
+    .summary = "a latent video flow (block-DCT codec, frame-local and causal global TarFlow blocks), in bits per "
+               "dimension, with a learned causal denoiser (stages: flow, denoiser)",
+    .n_stages = 2,
+    .stage_names = STAGE_NAMES,
+    .set_stage = video_set_stage,
 };
 
 int nf_model_video_create(nf_model **out, const nf_video_config *cfg)
@@ -319,7 +461,9 @@ int nf_model_video_create(nf_model **out, const nf_video_config *cfg)
 
 const nf_video_config *nf_model_video_config(const nf_model *m)
 {
-    return m && m->type == &nf_model_video ? &((const video_state *)m->state)->cfg : NULL;
+    return m && (m->type == &nf_model_video || m->type == &nf_model_video_denoised)
+               ? &((const video_state *)m->state)->cfg
+               : NULL;
 }
 
 static int check_kind(const nf_model *m, const char *what)
@@ -368,6 +512,95 @@ void nf_video_sample_config_init(nf_video_sample_config *s)
     s->method = NF_INVERT_SEQUENTIAL;
     s->tol = 1e-4;
     s->by_frame = 1;
+    s->denoise = NF_VIDEO_DENOISE_NONE;
+}
+
+void nf_video_sample_config_init_for(nf_video_sample_config *s, const nf_model *m)
+{
+    nf_video_sample_config_init(s);
+    const nf_video_config *c = nf_model_video_config(m);
+    if (c && c->denoiser) s->denoise = NF_VIDEO_DENOISE_LEARNED;
+}
+
+static const char *const DENOISE_NAMES[] = {"none", "flow", "learned"};
+
+int nf_video_denoise_parse(const char *name, nf_video_denoise *out)
+{
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(name, DENOISE_NAMES[k])) {
+            *out = (nf_video_denoise)k;
+            return NF_OK;
+        }
+    return nf_error(NF_EINVAL, "denoising '%s': expected %s", name, NF_VIDEO_DENOISE_NAMES);
+}
+
+const char *nf_video_denoise_name(nf_video_denoise d)
+{
+    return d >= NF_VIDEO_DENOISE_NONE && d <= NF_VIDEO_DENOISE_LEARNED ? DENOISE_NAMES[d] : "?";
+}
+
+int nf_model_video_denoiser_loss(nf_model *m, const nf_real *x, const size_t *idx, int n, uint64_t draw,
+                                 double *loss, nf_real *zt, nf_real *g)
+{
+    NF_TRY(check_kind(m, "the denoiser's loss"));
+    if (n < 1) return nf_error(NF_EINVAL, "%d videos: expected at least 1", n);
+    video_state *st = m->state;
+    NF_TRY(denoiser_pass(m, x, idx, n, draw, 0, loss, NULL));
+    if (zt) memcpy(zt, st->z, (size_t)n * st->L * sizeof *zt);
+    if (g) memcpy(g, st->g, (size_t)n * st->L * sizeof *g);
+    return NF_OK;
+}
+
+int nf_model_video_denoise_latents(nf_model *m, nf_real *out, const nf_real *z, int n)
+{
+    NF_TRY(check_kind(m, "the learned denoiser"));
+    video_state *st = m->state;
+    if (!st->dn) return nf_error(NF_EINVAL, "the video model has no learned denoiser (fit with --denoiser)");
+    if (n < 1) return nf_error(NF_EINVAL, "%d videos: expected at least 1", n);
+    return nf_video_denoiser_forward(st->dn, m->P, out, z, n);
+}
+
+int nf_model_video_flow_score(nf_model *m, nf_real *out, const nf_real *z, int n)
+{
+    NF_TRY(check_kind(m, "the flow's score"));
+    if (n < 1) return nf_error(NF_EINVAL, "%d videos: expected at least 1", n);
+    NF_TRY(reserve(m->state, n));
+    nf_model_set_training(m, 0);
+    return flow_score(m, out, z, NULL, n);
+}
+
+size_t nf_model_video_denoiser_params(const nf_model *m)
+{
+    const video_state *st = nf_model_video_config(m) ? m->state : NULL;
+    return st && st->dn ? m->P->n - st->flow_count : 0;
+}
+
+double nf_model_video_last_denoise_seconds(const nf_model *m)
+{
+    return nf_model_video_config(m) ? ((const video_state *)m->state)->denoise_s : 0;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* The drawn frames' latents z0 (n, L) (frames given..T-1) moved to the posterior mean of the clean
+ * latents given the noisy ones: z0 + sigma^2 grad log p(z0) (flow) or z0 + D(z0) (learned); the
+ * given frames' latents are left as they are. */
+static int denoise_latents(nf_model *m, nf_real *z0, int n, const nf_video_sample_config *sc)
+{
+    video_state *st = m->state;
+    if (sc->denoise == NF_VIDEO_DENOISE_FLOW) NF_TRY(flow_score(m, st->g, z0, NULL, n));
+    else NF_TRY(nf_video_denoiser_forward(st->dn, m->P, st->g, z0, n));
+    for (int i = 0; i < n; i++) {
+        nf_real *z = z0 + (size_t)i * st->L;
+        const nf_real *step = st->g + (size_t)i * st->L;
+        for (size_t k = (size_t)sc->given * st->F; k < (size_t)st->L; k++) z[k] += step[k];
+    }
+    return NF_OK;
 }
 
 /* With given frames: the latents of the first `given` frames of the prefix videos (centre of each
@@ -406,6 +639,11 @@ int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_
     if (sc->given < 0 || sc->given >= T || (sc->given > 0 && !sc->prefix))
         return nf_error(NF_EINVAL, "%d given frames%s: expected 0..%d with the videos they come from", sc->given,
                         sc->given > 0 && !sc->prefix ? " without videos" : "", T - 1);
+    if (sc->denoise < NF_VIDEO_DENOISE_NONE || sc->denoise > NF_VIDEO_DENOISE_LEARNED)
+        return nf_error(NF_EINVAL, "denoising %d: expected %s", (int)sc->denoise, NF_VIDEO_DENOISE_NAMES);
+    if (sc->denoise == NF_VIDEO_DENOISE_LEARNED && !st->dn)
+        return nf_error(NF_EINVAL, "learned denoising: the video model has no learned denoiser (fit with --denoiser)");
+    st->denoise_s = 0;
     NF_TRY(reserve(st, n));
     nf_model_set_training(m, 0);
     if (sc->given > 0) NF_TRY(given_latents(m, sc, n));
@@ -426,6 +664,11 @@ int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_
     if (!z0) return nf_error(NF_ENOMEM, "out of memory for %d videos", n);
     int rc = nf_flow_sample_latent(m->flow, z0, NULL, st->z, NULL, n);
     if (rc == NF_OK && passes) *passes = nf_flow_last_sweeps(m->flow);
+    if (rc == NF_OK && sc->denoise != NF_VIDEO_DENOISE_NONE) {
+        const double t0 = now_seconds();
+        rc = denoise_latents(m, z0, n, sc);
+        st->denoise_s = now_seconds() - t0;
+    }
     if (rc == NF_OK) nf_dct_decode(st->codec, st->y, z0, n * T);
     free(z0);
     NF_TRY(rc);

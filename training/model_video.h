@@ -27,6 +27,15 @@
  * deep one) first: token by token with the key/value cache, or by video-aware Jacobi (each frame's
  * tokens a block of sweeps, starting from the previous frame's tokens, earlier frames cached:
  * flows/tarflow.c, jacobi_block), then Lc frame by frame, then decodes.
+ *
+ * Denoising (the flow's samples are of the noisy latents zt = z0 + sigma eps, sigma = `noise`): by
+ * Tweedie, E[z0 | zt] = zt + sigma^2 grad log p(zt), computed either by the flow's own backward
+ * ("flow": TarFlow's score step) or by a small causal transformer D trained to predict it
+ * ("learned", flow-score matching, training/video_denoiser.h), one pass instead of a backward.  With
+ * `denoiser` = 1 the model trains in two stages over one store: "flow" (the bits/dim loss, the
+ * flow's entries) then "denoiser" (only D's entries, which come after the flow's):
+ *     zt = E y + sigma eps,   g = sigma^2 grad_z log p(zt)  (the flow held fixed),
+ *     loss = mean_i ||D(zt_i) - g_i||^2 / (T F),   validation metric: minus the same on fixed noise.
  */
 #ifndef NF_MODEL_VIDEO_H
 #define NF_MODEL_VIDEO_H
@@ -47,6 +56,9 @@ typedef struct nf_video_config {
     int independent;          /* 1: the global blocks are frame-local too (frames=T): the baseline
                                  that models each frame alone, with the same parameters */
     double noise;             /* std of the latent noise in training (0.02; 0: none) */
+    int denoiser;             /* 0 none, 1 a learned causal denoiser (a second training stage) */
+    int denoiser_layers;      /* its transformer layers (2) */
+    int denoiser_width;       /* its width (32), a multiple of heads */
     uint64_t seed;            /* weights */
 } nf_video_config;
 
@@ -71,6 +83,26 @@ int nf_model_video_bpd(nf_model *m, double *bpd, const nf_real *x, int n, nf_rng
  * dropped DCT coefficients). */
 int nf_model_video_codec_error(nf_model *m, const nf_real *x, int n, double *rms);
 
+/* Denoising of sampled latents: none, the flow's score step, the learned denoiser. */
+typedef enum { NF_VIDEO_DENOISE_NONE, NF_VIDEO_DENOISE_FLOW, NF_VIDEO_DENOISE_LEARNED } nf_video_denoise;
+#define NF_VIDEO_DENOISE_NAMES "none|flow|learned"
+/* Parse "none", "flow", "learned"; NF_EINVAL naming the choices otherwise. */
+int nf_video_denoise_parse(const char *name, nf_video_denoise *out);
+const char *nf_video_denoise_name(nf_video_denoise d);
+
+/* The stage-2 loss of a denoiser model (its mean over n videos x in levels, on noise of training
+ * draw `draw`, 0: evaluation's fixed noise; idx may be NULL) without gradients, and the flow's scaled
+ * score g = sigma^2 grad log p at the noisy latents zt: zt, g (n, T F) may be NULL.  For tests and
+ * measurements. */
+int nf_model_video_denoiser_loss(nf_model *m, const nf_real *x, const size_t *idx, int n, uint64_t draw,
+                                 double *loss, nf_real *zt, nf_real *g);
+/* Entries of P the learned denoiser holds (0: none); they follow the flow's. */
+size_t nf_model_video_denoiser_params(const nf_model *m);
+/* The learned denoiser's output D(z) (n, T F) at latents z (n, T F); NF_EINVAL without one. */
+int nf_model_video_denoise_latents(nf_model *m, nf_real *out, const nf_real *z, int n);
+/* The flow's scaled score sigma^2 grad log p(z) (n, T F) at latents z (n, T F). */
+int nf_model_video_flow_score(nf_model *m, nf_real *out, const nf_real *z, int n);
+
 typedef struct nf_video_sample_config {
     double temperature;       /* z ~ N(0, T^2 I) (1) */
     nf_invert_method method;  /* the global and local blocks' inversion (NF_INVERT_SEQUENTIAL) */
@@ -78,11 +110,17 @@ typedef struct nf_video_sample_config {
     int by_frame;             /* Jacobi: 1 each frame's tokens in turn (video-aware), 0 all at once */
     int given;                /* frames given: 0 unconditional, 1 image-to-video, k continuation */
     const nf_real *prefix;    /* (n, D) videos whose first `given` frames are kept (levels) */
+    nf_video_denoise denoise; /* of the drawn frames' latents before decoding (init: NONE; init_for:
+                                 LEARNED when the model has a denoiser) */
 } nf_video_sample_config;
 void nf_video_sample_config_init(nf_video_sample_config *s);
+/* The same with the model's default denoising (learned when it has a denoiser, else none). */
+void nf_video_sample_config_init_for(nf_video_sample_config *s, const nf_model *m);
 /* Draw n videos x (n, D) in level units (clamped to [0, L-1], not rounded); the given frames are
  * copied from the prefix.  *passes (may be NULL): the sequential passes of the inversion (token
  * steps, or Jacobi sweeps, of all blocks). */
 int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_config *sc, nf_rng *rng, int *passes);
+/* Wall-clock seconds the denoising of the last nf_model_video_sample took (0: none). */
+double nf_model_video_last_denoise_seconds(const nf_model *m);
 
 #endif

@@ -4,7 +4,8 @@
 # dropped); samples go to a GIF and a PNG filmstrip, reproducibly; video-aware Jacobi gives the
 # token-by-token videos; continuation keeps the given frames; SIGTERM and --resume end with the
 # uninterrupted model; the generic commands refuse a video model; bad input gets one line and no
-# output.  (tests/check_video_model.c checks the model itself.)  Run by `make check`.
+# output.  With --denoiser: both stages run and are named, samples with each denoiser (the learned
+# one by default), their comparison, stop and resume across the stage boundary.  (tests/check_video_model.c checks the model itself.)  Run by `make check`.
 # shellcheck source-path=SCRIPTDIR source=lib.bash
 . "$(dirname "$0")/lib.bash"
 
@@ -91,6 +92,87 @@ else
     e1=$(nfrun video eval r.h5 balls.test.h5 --json 2>&1)
     e2=$(nfrun video eval ref.h5 balls.test.h5 --json 2>&1)
     check "the resumed fit (step $rsteps) ends with the uninterrupted model" bash -c "[ -n '$e1' ] && [ '$e1' = '$e2' ]"
+fi
+
+# ---- the learned denoiser (flow-score matching) ------------------------------------------------------
+DN=("${VID[@]}" --denoiser --denoiser-layers 1 --denoiser-width 16 --noise 0.05)
+nfrun video fit balls.train.h5 "${DN[@]}" --steps 40 --eval-every 20 -o dn.h5 2>"$T/err"
+rc=$?
+check "video fit --denoiser runs both stages (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
+nfrun info dn.h5 >"$T/info" 2>&1
+check "info names the stages and shows the denoiser" \
+    bash -c "grep -q 'stages: flow, denoiser' '$T/info' && grep -q '^denoiser *learned .* 1 layers, width 16' '$T/info'"
+nfrun video fit --help >"$T/help" 2>&1
+check "fit --help shows the denoiser flags with their defaults" \
+    bash -c "grep -q -- '--denoiser ' '$T/help' && grep -q -- '--denoiser-layers N .*\[2\]' '$T/help' && grep -q -- '--denoiser-width N .*\[32\]' '$T/help'"
+for d in none flow learned default; do
+    case $d in default) args=() ;; *) args=(--denoise "$d") ;; esac
+    js=$(nfrun video sample dn.h5 -n 2 --seed 6 "${args[@]}" -o "d_$d.png" --h5 "d_$d.h5" --json 2>&1)
+    want=$d; [ "$d" = default ] && want=learned
+    check "sample --denoise $d writes its videos and reports the denoiser's time ($js)" \
+        bash -c "test -s d_$d.png -a -s d_$d.h5 && [ '$(field denoise <<<"$js")' = $want ] && [ -n '$(field denoise_seconds <<<"$js")' ]"
+done
+# videos compared by their bits/dim under a model, printed to 9 digits (the files themselves carry
+# HDF5's modification times)
+vsig() { nfrun video eval "$1" "$2" --json 2>&1; }
+check "the learned denoiser is the default of a model with one" \
+    bash -c "[ -n '$(vsig dn.h5 d_default.h5)' ] && [ '$(vsig dn.h5 d_default.h5)' = '$(vsig dn.h5 d_learned.h5)' ]"
+check "the denoisers change the videos" \
+    bash -c "[ '$(vsig dn.h5 d_none.h5)' != '$(vsig dn.h5 d_flow.h5)' ] && [ '$(vsig dn.h5 d_none.h5)' != '$(vsig dn.h5 d_learned.h5)' ]"
+jc=$(nfrun video sample dn.h5 -n 2 --seed 6 --compare-denoise -o dc.png --json 2>&1)
+check "--compare-denoise reports both denoisers' times and differences ($jc)" \
+    awk -v a="$(field flow_step_rms_levels <<<"$jc")" -v b="$(field learned_flow_rms_levels <<<"$jc")" \
+        -v t="$(field learned_denoise_seconds <<<"$jc")" 'BEGIN { exit !(a > 0 && b > 0 && t > 0) }'
+nfrun video sample dn.h5 -n 2 --given 2 --from balls.test.h5 --denoise flow -o dg.png --h5 dg.h5 2>"$T/err"
+check "continuation with the flow's score step ($(head -c 160 "$T/err"))" test -s dg.png -a -s dg.h5
+nfrun video sample dn.h5 -n 2 --denoise tweedie -o x.png >/dev/null 2>"$T/err"
+rc=$?
+check "--denoise tweedie: exit 2, one line naming the choices, no output" \
+    bash -c "[ $rc = 2 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'none, flow or learned' '$T/err' && [ ! -e x.png ]"
+nfrun video sample v.h5 -n 2 --denoise learned -o x.png >/dev/null 2>"$T/err"
+rc=$?
+check "--denoise learned without a denoiser: exit 1, one line, no output" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'no learned denoiser' '$T/err' && [ ! -e x.png ]"
+nfrun video fit balls.train.h5 "${VID[@]}" --denoiser --denoiser-width 9 -o x.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a denoiser width that the heads do not divide: exit 1, one line naming it, no model" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'denoiser width 9' '$T/err' && [ ! -e x.h5 ]"
+# stop in stage "flow", resume, stop again (by then, usually in stage "denoiser"), resume to the end:
+# the same model as one uninterrupted run, flow (eval) and denoiser (the denoised videos) alike
+stage_of() { # the stage a checkpoint is in, from the scale of its best validation (bits/dim or a small MSE)
+    nfrun info "$1" 2>/dev/null | awk '/^best validation/ { print ($3 < 0.5 ? "denoiser" : "flow") }'
+}
+"$NF" video fit balls.train.h5 "${DN[@]}" --steps 120 --eval-every 30 --patience 0 --checkpoint-every 10 -o dr.h5 \
+    2>"$T/bg.err" &
+pid=$!
+BG_PIDS="$BG_PIDS $pid"
+sleep 1
+kill -TERM "$pid" 2>/dev/null
+wait_bg "$pid" 60
+st=$?
+if [ "$st" = 0 ]; then
+    skip "the denoiser fit finished before SIGTERM: resume not exercised"
+else
+    s1=$(stage_of dr.h5)
+    "$NF" video fit --resume dr.h5 --threads 1 --quiet 2>"$T/bg.err" >/dev/null &
+    pid=$!
+    BG_PIDS="$BG_PIDS $pid"
+    sleep 3
+    kill -TERM "$pid" 2>/dev/null
+    wait_bg "$pid" 60
+    st2=$?
+    s2=$(stage_of dr.h5)
+    [ "$st2" = 0 ] && s2=finished
+    nfrun video fit --resume dr.h5 --threads 1 --quiet 2>"$T/err" >/dev/null
+    nfrun video fit balls.train.h5 "${DN[@]}" --steps 120 --eval-every 30 --patience 0 --checkpoint-every 10 \
+        -o dref.h5 2>/dev/null >/dev/null
+    e1=$(nfrun video eval dr.h5 balls.test.h5 --json 2>&1)
+    e2=$(nfrun video eval dref.h5 balls.test.h5 --json 2>&1)
+    nfrun video sample dr.h5 -n 2 --seed 8 --denoise learned -o r1.png --h5 r1.h5 2>/dev/null
+    nfrun video sample dref.h5 -n 2 --seed 8 --denoise learned -o r2.png --h5 r2.h5 2>/dev/null
+    v1=$(vsig dref.h5 r1.h5) v2=$(vsig dref.h5 r2.h5)
+    check "stopped in stage $s1 (exit $st), then in stage $s2 (exit $st2), resumed: the uninterrupted model" \
+        bash -c "[ $st = 130 ] && [ -n '$e1' ] && [ '$e1' = '$e2' ] && [ -n '$v1' ] && [ '$v1' = '$v2' ]"
 fi
 
 # ---- bad input --------------------------------------------------------------------------------------
