@@ -147,15 +147,7 @@ static int register_kind(void)
 static int open_model(const char *path, nf_model **m, nf_model_meta *meta)
 {
     NF_TRY(register_kind());
-    NF_TRY(nf_model_open(path, m, meta));
-    if ((*m)->type != &nf_model_causal) {
-        int rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", path, (*m)->type->kind,
-                          (*m)->type->command);
-        nf_model_free(*m);
-        *m = NULL;
-        return rc;
-    }
-    return NF_OK;
+    return app_open_model_kind(path, "causal", m, meta);
 }
 
 /* ---- import ------------------------------------------------------------------------------------ */

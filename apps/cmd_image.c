@@ -265,9 +265,7 @@ static int cmd_fit(int argc, char **argv)
     int rc, status;
     if (resume) {
         out = resume;
-        rc = nf_model_open(resume, &m, &meta);
-        if (rc == NF_OK && !nf_model_image_config(m))
-            rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", resume, m->type->kind, m->type->command);
+        rc = app_open_model_kind(resume, "image", &m, &meta);
         if (rc == NF_OK) rc = nf_model_load_train_config(resume, &tc);
         data = meta.data_path;
         val_frac = meta.val_frac;
@@ -308,17 +306,6 @@ static int cmd_fit(int argc, char **argv)
     nf_source_free(val);
     nf_source_free(all);
     return app_mpi_end(status);
-}
-
-/* Open an image model, refusing other kinds with the command that uses them. */
-static int open_image_model(const char *path, nf_model **m)
-{
-    NF_TRY(nf_model_open(path, m, NULL));
-    if (nf_model_image_config(*m)) return NF_OK;
-    int rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", path, (*m)->type->kind, (*m)->type->command);
-    nf_model_free(*m);
-    *m = NULL;
-    return rc;
 }
 
 /* The images of a data file for model m (its shape and, conditional, its classes as indices). */
@@ -384,7 +371,7 @@ static int cmd_eval_or_classify(int argc, char **argv, int classify)
     int *classes = NULL;
     double mean = NAN, se = NAN;
     size_t correct = 0;
-    int rc = open_image_model(pos[0], &m);
+    int rc = app_open_model_kind(pos[0], "image", &m, NULL);
     if (rc == NF_OK) rc = load_images(pos[1], m, &s, &classes);
     const nf_image_config *c = rc == NF_OK ? nf_model_image_config(m) : NULL;
     if (rc == NF_OK && classify && c->classes < 2)
@@ -452,7 +439,7 @@ static int cmd_sample(int argc, char **argv)
     nf_rng *rng = nf_rng_alloc((uint64_t)seed, 0);
     int rc = rng ? app_check_output(out) : nf_error(NF_ENOMEM, "out of memory");
     if (rc == NF_OK && h5) rc = app_check_output(h5);
-    if (rc == NF_OK) rc = open_image_model(pos[0], &m);
+    if (rc == NF_OK) rc = app_open_model_kind(pos[0], "image", &m, NULL);
     const nf_image_config *c = rc == NF_OK ? nf_model_image_config(m) : NULL;
     if (rc == NF_OK && cls >= 0 && cls >= c->classes)
         rc = nf_error(NF_EINVAL, "--class %d: the model has %d classes%s", cls, c->classes,

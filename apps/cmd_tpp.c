@@ -151,9 +151,7 @@ static int cmd_fit(int argc, char **argv)
     int rc, status;
     if (resume) {
         out = resume;
-        rc = nf_model_open(resume, &m, &meta);
-        if (rc == NF_OK && m->type != &nf_model_tpp)
-            rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", resume, m->type->kind, m->type->command);
+        rc = app_open_model_kind(resume, "tpp", &m, &meta);
         if (rc == NF_OK) rc = nf_model_load_train_config(resume, &tc);
         data = meta.data_path;
         val_frac = meta.val_frac;
@@ -218,9 +216,7 @@ static int cmd_eval(int argc, char **argv)
     nf_source *s = NULL, *ns = NULL;
     double *te = NULL, *seq_ll = NULL, with, without; /* seq_ll: (2, n) with and without survival */
     size_t events = 0;
-    int rc = nf_model_open(pos[0], &m, NULL);
-    if (rc == NF_OK && m->type != &nf_model_tpp)
-        rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", pos[0], m->type->kind, m->type->command);
+    int rc = app_open_model_kind(pos[0], "tpp", &m, NULL);
     if (rc == NF_OK) rc = nf_source_sequences_load(&s, pos[1]);
     if (rc == NF_OK && !(seq_ll = malloc(2 * s->n * sizeof *seq_ll))) rc = nf_error(NF_ENOMEM, "out of memory");
     if (rc == NF_OK) rc = total_ll(m, s, batch, &with, &events, seq_ll);

@@ -210,9 +210,7 @@ static int cmd_fit(int argc, char **argv)
     int rc;
     if (resume) {
         out = resume;
-        rc = nf_model_open(resume, &m, &meta);
-        if (rc == NF_OK && !nf_model_video_config(m))
-            rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", resume, m->type->kind, m->type->command);
+        rc = app_open_model_kind(resume, "video", &m, &meta);
         if (rc == NF_OK) rc = nf_model_load_train_config(resume, &tc);
         data = meta.data_path;
         val_frac = meta.val_frac;
@@ -242,17 +240,6 @@ static int cmd_fit(int argc, char **argv)
     nf_source_free(val);
     nf_source_free(all);
     return app_mpi_end(status);
-}
-
-/* Open a video model, refusing other kinds with the command that uses them. */
-static int open_video_model(const char *path, nf_model **m)
-{
-    NF_TRY(nf_model_open(path, m, NULL));
-    if (nf_model_video_config(*m)) return NF_OK;
-    int rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", path, (*m)->type->kind, (*m)->type->command);
-    nf_model_free(*m);
-    *m = NULL;
-    return rc;
 }
 
 /* The videos of a data file, which must have the model's shape. */
@@ -285,7 +272,7 @@ static int cmd_eval(int argc, char **argv)
     nf_model *m = NULL;
     nf_source *s = NULL;
     double mean = NAN, se = NAN, rms = NAN;
-    int rc = open_video_model(pos[0], &m);
+    int rc = app_open_model_kind(pos[0], "video", &m, NULL);
     if (rc == NF_OK) rc = load_videos(pos[1], m, &s);
     /* a model with a denoiser is read in its stage "flow", whose metric is bits/dim */
     if (rc == NF_OK && nf_model_stages(m) > 1) rc = nf_model_set_stage(m, 0);
@@ -431,7 +418,7 @@ static int cmd_sample(int argc, char **argv)
     nf_rng *rng = nf_rng_alloc((uint64_t)seed, 0);
     int rc = rng ? app_check_output(out) : nf_error(NF_ENOMEM, "out of memory");
     if (rc == NF_OK && h5) rc = app_check_output(h5);
-    if (rc == NF_OK) rc = open_video_model(pos[0], &m);
+    if (rc == NF_OK) rc = app_open_model_kind(pos[0], "video", &m, NULL);
     const nf_video_config *c = rc == NF_OK ? nf_model_video_config(m) : NULL;
     if (rc == NF_OK && given >= c->frames)
         rc = nf_error(NF_EINVAL, "--given %d: the model's videos have %d frames (expected 0..%d)", given, c->frames,

@@ -179,3 +179,13 @@ int app_kind_fit_go(const app_kind_fit *f, int rc)
     nf_trainer_free(t);
     return status;
 }
+
+int app_open_model_kind(const char *path, const char *kind, nf_model **m, nf_model_meta *meta)
+{
+    NF_TRY(nf_model_open(path, m, meta));
+    if (!strcmp((*m)->type->kind, kind)) return NF_OK;
+    int rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", path, (*m)->type->kind, (*m)->type->command);
+    nf_model_free(*m);
+    *m = NULL;
+    return rc;
+}

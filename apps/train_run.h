@@ -41,4 +41,8 @@ typedef struct app_kind_fit {
  * error is printed and ends it).  Returns the exit status; model and sources stay the caller's. */
 int app_kind_fit_go(const app_kind_fit *f, int rc);
 
+/* Open the model file at path (meta may be NULL), refusing a model of another kind than `kind`
+ * ("image", "video", ...) with one message naming the command that uses it; *m is NULL then. */
+int app_open_model_kind(const char *path, const char *kind, nf_model **m, nf_model_meta *meta);
+
 #endif
