@@ -153,7 +153,7 @@ static void video_describe(void *user, const nf_model *m)
             c->local_blocks, c->global_blocks, m->P->n);
     if (c->denoiser)
         fprintf(stderr, "nf %s: stages: flow, then denoiser (a causal transformer of %d layers, width %d, %zu of the "
-                        "parameters; in its stage the bpd columns show its mean squared error per latent value)\n",
+                        "parameters; its stage reports the mean squared error (mse) per latent value)\n",
                 d->cmd, c->denoiser_layers, c->denoiser_width,
                 nf_model_video_denoiser_params(m));
 }

@@ -44,7 +44,19 @@ static const char *metric_label(const char *metric, double *sign)
         *sign = -1;
         return "bpd";
     }
+    if (metric && !strcmp(metric, "neg_mse")) {
+        *sign = -1;
+        return "mse";
+    }
     return "ll";
+}
+
+/* A metric's value as progress shows it: 4 decimals, or 4 significant digits for a mean squared
+ * error (small numbers). */
+static const char *num(char *buf, size_t size, const char *label, double v)
+{
+    snprintf(buf, size, strcmp(label, "mse") ? "%.4f" : "%.4g", v);
+    return buf;
 }
 
 static void progress(void *user, const nf_train_progress *p)
@@ -62,19 +74,23 @@ static void progress(void *user, const nf_train_progress *p)
     fmt_time(eta, sizeof eta, p->eta_seconds);
     if (p->total_steps > 0) snprintf(step, sizeof step, "step %ld/%ld", p->step, p->total_steps);
     else snprintf(step, sizeof step, "step %ld", p->step);
-    if (isfinite(p->best_val)) snprintf(val, sizeof val, " | val %s %.4f (best %.4f)", m, sg * p->val_ll, sg * p->best_val);
+    char v1[32], v2[32], v3[32];
+    if (isfinite(p->best_val))
+        snprintf(val, sizeof val, " | val %s %s (best %s)", m, num(v1, sizeof v1, m, sg * p->val_ll),
+                 num(v2, sizeof v2, m, sg * p->best_val));
     else val[0] = '\0';
-    if (!isfinite(p->val_ll) && isfinite(p->best_val)) snprintf(val, sizeof val, " | best val %s %.4f", m, sg * p->best_val);
+    if (!isfinite(p->val_ll) && isfinite(p->best_val))
+        snprintf(val, sizeof val, " | best val %s %s", m, num(v1, sizeof v1, m, sg * p->best_val));
+    num(v3, sizeof v3, m, sg * p->train_ll);
     if (c->tty) {
         int width = 24, filled = p->total_steps > 0 ? (int)(width * (double)p->step / p->total_steps) : 0;
         char bar[32];
         for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
         bar[width] = '\0';
-        fprintf(stderr, "\r[%s] %s%s | train %s %.4f%s | %.0f steps/s | ETA %s\033[K", bar, epoch, step, m, sg * p->train_ll,
-                val, p->steps_per_sec, eta);
-    } else {
-        fprintf(stderr, "%s%s | train %s %.4f%s | %.0f steps/s | ETA %s\n", epoch, step, m, sg * p->train_ll, val,
+        fprintf(stderr, "\r[%s] %s%s | train %s %s%s | %.0f steps/s | ETA %s\033[K", bar, epoch, step, m, v3, val,
                 p->steps_per_sec, eta);
+    } else {
+        fprintf(stderr, "%s%s | train %s %s%s | %.0f steps/s | ETA %s\n", epoch, step, m, v3, val, p->steps_per_sec, eta);
     }
     fflush(stderr);
 }
@@ -139,11 +155,15 @@ int app_train_run_go(app_train_run *r, nf_trainer *t)
     }
     if (!r->quiet) {
         double sg = 1;
-        const char *m = metric_label(r->model->type->metric, &sg);
-        const char *metric = !strcmp(m, "elbo") ? "ELBO" : !strcmp(m, "bpd") ? "bits/dim" : "log-likelihood";
+        const char *m = metric_label(nf_model_metric(r->model), &sg);
+        const char *metric = !strcmp(m, "elbo")  ? "ELBO"
+                             : !strcmp(m, "bpd") ? "bits/dim"
+                             : !strcmp(m, "mse") ? "mean squared error"
+                                                 : "log-likelihood";
+        char v[32];
         if (t->nv && isfinite(t->best_val))
-            fprintf(stderr, "nf %s: done (%s, %.1f s); best validation %s %.4f at step %ld; wrote %s\n", r->cmd,
-                    t->stop_reason, t->seconds, metric, sg * t->best_val, t->best_step, r->out);
+            fprintf(stderr, "nf %s: done (%s, %.1f s); best validation %s %s at step %ld; wrote %s\n", r->cmd,
+                    t->stop_reason, t->seconds, metric, num(v, sizeof v, m, sg * t->best_val), t->best_step, r->out);
         else
             fprintf(stderr, "nf %s: done (%s, %.1f s); wrote %s\n", r->cmd, t->stop_reason, t->seconds, r->out);
     }

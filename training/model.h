@@ -64,6 +64,8 @@ struct nf_model_type {
     int flow_on_transformed_data;
     int n_stages;                     /* 0 or 1: one stage */
     const char *const *stage_names;   /* (n_stages), stored in checkpoints */
+    const char *const *stage_metrics; /* optional (n_stages): a stage's metric where it is not `metric`
+                                         (the video denoiser's stage: "neg_mse") */
     int (*set_stage)(nf_model *m, int stage);
     /* Optional: called once per optimizer step, before the loss, in every process of a parallel run
      * (also one that holds no item of the batch): state that advances with the steps, not with the
@@ -91,6 +93,8 @@ int nf_model_type_register(const nf_model_type *type);
 /* Number of stages of m's kind (1 for single-stage kinds) and stage k's name ("" if unnamed). */
 int nf_model_stages(const nf_model *m);
 const char *nf_model_stage_name(const nf_model *m, int k);
+/* What the values of eval are in m's current stage (the kind's metric unless its stage says). */
+const char *nf_model_metric(const nf_model *m);
 /* Switch m to stage k (0 <= k < nf_model_stages(m)). */
 int nf_model_set_stage(nf_model *m, int k);
 /* The entries of P the current stage trains, as a view. */

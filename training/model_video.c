@@ -431,6 +431,8 @@ const nf_model_type nf_model_video = {
 };
 
 static const char *const STAGE_NAMES[] = {"flow", "denoiser"};
+/* the denoiser stage's eval is minus its mean squared error per latent value */
+static const char *const STAGE_METRICS[] = {"neg_bits_per_dim", "neg_mse"};
 
 /* The same kind with a learned denoiser: two stages (the validation metric of the second is minus
  * the denoiser's mean squared error per latent value). */
@@ -440,6 +442,7 @@ static const nf_model_type nf_model_video_denoised = {
                "dimension, with a learned causal denoiser (stages: flow, denoiser)",
     .n_stages = 2,
     .stage_names = STAGE_NAMES,
+    .stage_metrics = STAGE_METRICS,
     .set_stage = video_set_stage,
 };
 

@@ -542,7 +542,7 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
             p.epochs = t->n ? t->cfg.epochs : 0;
             p.has_data = t->n > 0;
             p.train_ll = recent;
-            p.metric = f->type->metric;
+            p.metric = nf_model_metric(f);
             p.best_val = t->nv && isfinite(t->best_val) ? t->best_val : NAN;
             p.lr = lr;
             p.steps_per_sec = rate;

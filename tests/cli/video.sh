@@ -99,6 +99,12 @@ DN=("${VID[@]}" --denoiser --denoiser-layers 1 --denoiser-width 16 --noise 0.05)
 nfrun video fit balls.train.h5 "${DN[@]}" --steps 40 --eval-every 20 -o dn.h5 2>"$T/err"
 rc=$?
 check "video fit --denoiser runs both stages (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
+LOUD=()
+for a in "${DN[@]}"; do [ "$a" = --quiet ] || LOUD+=("$a"); done
+nfrun video fit balls.train.h5 "${LOUD[@]}" --steps 4 --eval-every 2 --batch 8 --val-frac 0.1 -o dnp.h5 2>&1 |
+    grep -v '^nf video fit: [0-9]' >"$T/progress"
+check "progress shows bits/dim in stage flow and the mean squared error in stage denoiser" \
+    bash -c "grep -q 'val bpd' '$T/progress' && grep -q 'val mse' '$T/progress' && grep -q 'best validation mean squared error' '$T/progress'"
 nfrun info dn.h5 >"$T/info" 2>&1
 check "info names the stages and shows the denoiser" \
     bash -c "grep -q 'stages: flow, denoiser' '$T/info' && grep -q '^denoiser *learned .* 1 layers, width 16' '$T/info'"
