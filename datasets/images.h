@@ -71,6 +71,10 @@ int nf_image_labels_read(nf_h5 *f, size_t n, int64_t **labels, char ***names, si
 /* Write n labels 0..K-1 as /labels, the names as /class_names and the one-hot /context named
  * "class=<name>" in /context_names (images' and videos' labels alike). */
 int nf_image_labels_write(nf_h5 *f, const int64_t *labels, size_t n, char *const *class_names, int n_classes);
+/* n class labels from an NPY of integers 0..K-1 (K <= NF_IMAGE_MAX_CLASSES), classes named "0".."K-1";
+ * `item` ("image", "video") names the rows in messages.  *labels and *names are new arrays (NULL on
+ * failure). */
+int nf_npy_class_labels(const char *path, size_t n, const char *item, int64_t **labels, char ***names, int *K);
 /* The whole image file: rows, attributes, labels; values checked as nf_image_check_values. */
 int nf_image_set_load(const char *path, nf_image_set *s);
 /* Images made by a model (real numbers, not checked against the levels) as an nf-data file at path,

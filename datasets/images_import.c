@@ -285,28 +285,40 @@ int nf_image_import_png_dir(nf_image_set *s, const char *dir, int rgb)
 
 /* ---- NPY ------------------------------------------------------------------------------------- */
 
-static int npy_labels(nf_image_set *s, const char *path)
+int nf_npy_class_labels(const char *path, size_t n, const char *item, int64_t **labels, char ***names, int *K)
 {
+    *labels = NULL, *names = NULL, *K = 0;
     nf_table t;
     NF_TRY(nf_import_npy(path, &t));
     int rc = NF_OK;
     double top = -1;
-    if (t.n != s->n || t.d != 1)
-        rc = nf_error(NF_EFORMAT, "%s: %zu x %zu labels for %zu images (expected one integer label per image)", path,
-                      t.n, t.d, s->n);
+    if (t.n != n || t.d != 1)
+        rc = nf_error(NF_EFORMAT, "%s: %zu x %zu labels for %zu %ss (expected one integer label per %s)", path, t.n,
+                      t.d, n, item, item);
     for (size_t i = 0; rc == NF_OK && i < t.n; i++) {
         double v = t.x[i];
         if (!(v >= 0 && v < NF_IMAGE_MAX_CLASSES && v == floor(v)))
-            rc = nf_error(NF_EDATA, "%s: label of image %zu is %g (expected an integer class 0..%d)", path, i, v,
+            rc = nf_error(NF_EDATA, "%s: label of %s %zu is %g (expected an integer class 0..%d)", path, item, i, v,
                           NF_IMAGE_MAX_CLASSES - 1);
         else if (v > top) top = v;
     }
-    if (rc == NF_OK && !(s->labels = malloc(s->n * sizeof *s->labels)))
+    const int k_all = (int)top + 1;
+    if (rc == NF_OK && (!(*labels = malloc((n ? n : 1) * sizeof **labels)) ||
+                        !(*names = calloc((size_t)k_all, sizeof **names))))
         rc = nf_error(NF_ENOMEM, "%s: out of memory", path);
-    for (size_t i = 0; rc == NF_OK && i < t.n; i++) s->labels[i] = (int64_t)t.x[i];
-    if (rc == NF_OK) rc = number_names(s, (int)top + 1);
+    for (size_t i = 0; rc == NF_OK && i < t.n; i++) (*labels)[i] = (int64_t)t.x[i];
+    for (int k = 0; rc == NF_OK && k < k_all; k++)
+        if (!((*names)[k] = malloc(12))) rc = nf_error(NF_ENOMEM, "%s: out of memory", path);
+        else snprintf((*names)[k], 12, "%d", k);
     nf_table_free(&t);
-    return rc;
+    if (rc != NF_OK) {
+        for (int k = 0; *names && k < k_all; k++) free((*names)[k]);
+        free(*names), free(*labels);
+        *names = NULL, *labels = NULL;
+        return rc;
+    }
+    *K = k_all;
+    return NF_OK;
 }
 
 int nf_image_import_npy(nf_image_set *s, const char *path, const char *labels, int levels)
@@ -334,7 +346,8 @@ int nf_image_import_npy(nf_image_set *s, const char *path, const char *labels, i
         t.x = NULL;
         rc = nf_image_check_values(path, &s->info, s->x, s->n);
     }
-    if (rc == NF_OK && labels) rc = npy_labels(s, labels);
+    if (rc == NF_OK && labels)
+        rc = nf_npy_class_labels(labels, s->n, "image", &s->labels, &s->class_names, &s->info.n_classes);
     nf_table_free(&t);
     if (rc != NF_OK) nf_image_set_free(s);
     return rc;

@@ -164,36 +164,6 @@ int nf_video_set_load(const char *path, nf_video_set *s)
 
 /* ---- NPY ------------------------------------------------------------------------------------- */
 
-/* n labels from an NPY of integers 0..K-1, classes named "0".."K-1". */
-static int npy_labels(nf_video_set *s, const char *path)
-{
-    nf_table t;
-    NF_TRY(nf_import_npy(path, &t));
-    int rc = NF_OK;
-    double top = -1;
-    if (t.n != s->n || t.d != 1)
-        rc = nf_error(NF_EFORMAT, "%s: %zu x %zu labels for %zu videos (expected one integer label per video)", path,
-                      t.n, t.d, s->n);
-    for (size_t i = 0; rc == NF_OK && i < t.n; i++) {
-        double v = t.x[i];
-        if (!(v >= 0 && v < NF_VIDEO_MAX_CLASSES && v == floor(v)))
-            rc = nf_error(NF_EDATA, "%s: label of video %zu is %g (expected an integer class 0..%d)", path, i, v,
-                          NF_VIDEO_MAX_CLASSES - 1);
-        else if (v > top) top = v;
-    }
-    int K = (int)top + 1;
-    if (rc == NF_OK && (!(s->labels = malloc(s->n * sizeof *s->labels)) ||
-                        !(s->class_names = calloc((size_t)K, sizeof *s->class_names))))
-        rc = nf_error(NF_ENOMEM, "%s: out of memory", path);
-    if (rc == NF_OK) s->info.n_classes = K;
-    for (size_t i = 0; rc == NF_OK && i < t.n; i++) s->labels[i] = (int64_t)t.x[i];
-    for (int k = 0; rc == NF_OK && k < K; k++)
-        if (!(s->class_names[k] = malloc(12))) rc = nf_error(NF_ENOMEM, "%s: out of memory", path);
-        else snprintf(s->class_names[k], 12, "%d", k);
-    nf_table_free(&t);
-    return rc;
-}
-
 int nf_video_import_npy(nf_video_set *s, const char *path, const char *labels, int levels)
 {
     memset(s, 0, sizeof *s);
@@ -223,7 +193,8 @@ int nf_video_import_npy(nf_video_set *s, const char *path, const char *labels, i
         t.x = NULL;
         rc = nf_video_check_values(path, &s->info, s->x, s->n);
     }
-    if (rc == NF_OK && labels) rc = npy_labels(s, labels);
+    if (rc == NF_OK && labels)
+        rc = nf_npy_class_labels(labels, s->n, "video", &s->labels, &s->class_names, &s->info.n_classes);
     nf_table_free(&t);
     if (rc != NF_OK) nf_video_set_free(s);
     return rc;
