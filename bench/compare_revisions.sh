@@ -6,11 +6,13 @@
 #
 # usage: bench/compare_revisions.sh [REV]      (REV: a git revision to compare with; default HEAD~1)
 #        NF_OLD=/path/to/old/nf NF_NEW=/path/to/new/nf bench/compare_revisions.sh
+#        CMP_THREADS=2 ...     (threads of every fit; default 1)
 # The previous revision is built in a temporary git worktree.  Needs /usr/bin/python3 with h5py and
 # numpy (make bench installs them).  Prints one line per configuration; exits 1 if any differ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REV=${1:-HEAD~1}
+THREADS=${CMP_THREADS:-1}
 WORK=$(mktemp -d /tmp/nf_cmp.XXXXXX)
 trap 'rm -rf "$WORK"; git worktree remove --force "$WORK/old-tree" 2>/dev/null || true' EXIT
 NEW=${NF_NEW:-build/float/nf}
@@ -58,7 +60,7 @@ for cfg in "${CONFIGS[@]}"; do
             bin=$OLD; [ $which = new ] && bin=$NEW
             rm -f "${which}_$name.h5" # (nf fit refuses to replace a model without --force, which old builds lack)
             # shellcheck disable=SC2086
-            "$bin" fit "$data" $flags -o "${which}_$name.h5" --threads 1 --checkpoint-every 0 --quiet
+            "$bin" fit "$data" $flags -o "${which}_$name.h5" --threads "$THREADS" --checkpoint-every 0 --quiet
             rates+=("$($PY -c "import h5py; f = h5py.File('${which}_$name.h5'); c = f['/training/checkpoint']; print(c.attrs['step'] / c.attrs['seconds'])")")
         done
     done

@@ -6,7 +6,7 @@
 #   bash bench/tpp_speed.sh [SET.npy]      (default tests/data/tpp/hawkes1.npy)
 #
 # Environment: NF (the nf binary, build/float/nf), TPP_THREADS ("1 2"), TPP_ROUNDS (3), TPP_STEPS (8),
-# TPP_OUT (the JSON lines, bench/out/tpp_speed.jsonl).
+# TPP_OUT (the JSON lines, bench/out/tpp_speed.jsonl), TPP_PY (the Python of the reference, /usr/bin/python3).
 #
 # nf: two fits, WARM = 2 and WARM + STEPS steps (--val-frac 0: every sequence trains, no validation,
 # no checkpoint), timed from outside; one step costs the difference over STEPS, so start-up, loading
@@ -19,7 +19,7 @@ set -u
 cd "$(dirname "$0")/.."
 SET=${1:-tests/data/tpp/hawkes1.npy}
 NF=${NF:-build/float/nf}
-PY=/usr/bin/python3
+PY=${TPP_PY:-/usr/bin/python3}   # TPP_PY=python3: the pip PyTorch instead of Debian's 1.13
 THREADS=${TPP_THREADS:-1 2}
 ROUNDS=${TPP_ROUNDS:-3}
 STEPS=${TPP_STEPS:-8}

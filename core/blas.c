@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/blas_avx512.h"
+#include "core/threads.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -37,11 +38,53 @@ static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static int cpu_ok;      /* the kernel is compiled in and the CPU runs it */
 static int env_blas;    /* NF_KERNEL=blas (or openblas) */
 
-static void openblas_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-                          const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
+static void openblas_call(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
+                         const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
 {
     GEMM(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
          lda, B, ldb, beta, C, ldc);
+}
+
+/* OpenBLAS runs on one thread (nf_blas_set_threads keeps it there); a large product outside a
+ * network pass is split over nf's pool instead, by blocks of OB_ROWS rows of C, each a one-thread
+ * OpenBLAS product with the whole K.  OpenBLAS sums an element of C in an order that depends on where
+ * its row falls in the kernel's tiles of rows (24 for single precision on Haswell and Zen, 16 or 4
+ * elsewhere), so the blocks start at multiples of 48 and a split product is bit-identical to the
+ * unsplit one (tests/check_blas.c); splitting the columns is not, so it is never done. */
+#define OB_PAR_MIN_FLOPS 4e6
+#define OB_ROWS 48
+typedef struct openblas_job {
+    int transA, transB, M, N, K, lda, ldb, ldc;
+    nf_real alpha, beta;
+    const nf_real *A, *B;
+    nf_real *C;
+} openblas_job;
+
+static void openblas_part(void *arg, int part, int nparts)
+{
+    const openblas_job *g = arg;
+    const int blocks = (g->M + OB_ROWS - 1) / OB_ROWS;
+    const int r0 = (int)((long)blocks * part / nparts) * OB_ROWS;
+    int r1 = (int)((long)blocks * (part + 1) / nparts) * OB_ROWS;
+    if (r1 > g->M) r1 = g->M;
+    if (r0 < r1) /* rows r0..r1 of op(A) and of C */
+        openblas_call(g->transA, g->transB, r1 - r0, g->N, g->K, g->alpha,
+                      g->A + (size_t)r0 * (g->transA ? 1 : g->lda), g->lda, g->B, g->ldb, g->beta,
+                      g->C + (size_t)r0 * g->ldc, g->ldc);
+}
+
+static void openblas_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
+                          const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
+{
+    int T = nf_blas_get_threads();
+    if (2.0 * M * N * K < OB_PAR_MIN_FLOPS || nf_threads_in_parallel()) T = 1;
+    if (T > M / OB_ROWS) T = M / OB_ROWS;
+    if (T <= 1) {
+        openblas_call(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    openblas_job g = {transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+    nf_threads_run(T, T, openblas_part, &g);
 }
 
 int nf_blas_get_threads(void)
@@ -85,14 +128,14 @@ nf_blas_backend nf_blas_get_backend(void) { return native_active() ? NF_BLAS_NAT
 nf_blas_backend nf_blas_set_backend(nf_blas_backend b)
 {
     blas_backend = b;
-    openblas_set_num_threads(nf_blas_get_backend() == NF_BLAS_NATIVE ? 1 : nf_blas_get_threads());
+    openblas_set_num_threads(1);
     return nf_blas_get_backend();
 }
 
 void nf_blas_set_threads(int n)
 {
     blas_threads = n > 0 ? n : 0;
-    openblas_set_num_threads(nf_blas_get_backend() == NF_BLAS_NATIVE ? 1 : nf_blas_get_threads());
+    openblas_set_num_threads(1);
 }
 
 void nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,

@@ -15,18 +15,26 @@
  * nf_gemv and nf_axpy always use OpenBLAS.
  *
  * Threads (decided by measuring on the 2-core benchmark VM, see core/threads.h):
- *   - OpenBLAS's own threads are not used with the native backend (nf_blas_set_threads keeps it at
- *     one thread): they spin while waiting and fought nf's OpenMP workers for two busy cores
- *     (training was 4x slower).
+ *   - OpenBLAS's own threads are never used (nf_blas_set_threads keeps it at one thread, with either
+ *     backend): they spin while waiting and fought nf's workers for two busy cores.  With the native
+ *     backend training was 4x slower; with the OpenBLAS backend (a CPU without AVX-512), letting
+ *     OpenBLAS thread its products made two threads slower than one for the point-process model
+ *     (bench/RESULTS.md), and splitting products over nf's pool instead made the flows of
+ *     bench/compare_revisions.sh 1.7-2.3x faster at two threads.
  *   - OpenMP regions are not used for products either: under OMP_WAIT_POLICY=PASSIVE (which nf sets,
  *     so idle threads do not spin against busy cores) each region paid ~200 us of wake-ups in the VM,
  *     as much as a network pass.
  *   - Instead, networks (nn/) split whole passes over the batch's rows into parts of a small pool of
  *     threads that spin briefly between jobs (core/threads.h), with one-thread products inside: two
  *     or three hand-offs per network and step instead of one per product.  A product called outside
- *     such a pass (over 4 MFLOP) is split the same way, by strips of columns or tiles of rows.
- *   - Every element of C is summed in the same order whatever the split (tiles, strips and the
- *     narrow-C path do not depend on M), so results do not depend on the thread count or on timing.
+ *     such a pass (over 4 MFLOP) is split the same way, by strips of columns or tiles of rows (the
+ *     native kernel), or by blocks of rows starting at multiples of 48, each a one-thread OpenBLAS
+ *     product (OpenBLAS).
+ *   - Every element of C is summed in the same order whatever the split (native: tiles, strips and
+ *     the narrow-C path do not depend on M; OpenBLAS: its row tiles divide 48), so a product does not
+ *     depend on the thread count or on timing.  (With OpenBLAS, a network pass that splits its rows
+ *     over threads may still cut OpenBLAS's row tiles elsewhere, so a fit on two threads can differ
+ *     from one thread in the last bits; on one thread count runs repeat exactly.)
  * nf_blas_get_threads() is how many threads a product or a network pass may use.
  *
  * The native kernel needs up to 48 KB of stack per thread (packed strip, narrow-C buffer) and
