@@ -15,18 +15,29 @@
 #                                                   of the same test sequences under the generating process
 #   nf tpp sample MODEL -n 13 --t-end T             T the median test window; a two-sample KS test of the
 #                                                   pooled inter-event times against the test data (numpy)
-# then a table: set, true NLL, each decoder's NLL and gap, the KS p-values, and the targets
-# (lognormmix gap <= 0.02, flow <= 0.03, both below exponential except on poisson, KS p > 0.01).
+#   nf data make tpp-SET -n 13 --t-end T --seed k  for k = 1..TPP_TRUTH_DRAWS: the same KS test of the
+#                                                   generating process itself against the test data, so
+#                                                   the table shows how the test behaves for a perfect
+#                                                   model (intervals within a sequence are dependent, so
+#                                                   pooled-interval KS p-values are not uniform under it)
+# then a table: set, true NLL, each decoder's NLL and gap, the KS p-values, the truth's KS p-values
+# (median, and how many of the draws fall below 0.01), and the targets (lognormmix gap <= 0.02, flow
+# <= 0.03, both below exponential except on poisson, KS p > 0.01).
 #
 # Environment: NF (build/float/nf), TPP_DATA (tests/data/tpp), TPP_SETS (all five), TPP_DECODERS
 # (lognormmix flow exponential), TPP_FIT_ARGS (extra fit flags, e.g. "--steps 500"), TPP_THREADS
 # (threads per fit, 1), TPP_JOBS (fits at once, 1), TPP_SEED (split, fit and sample seed, 1),
+# TPP_TRUTH_DRAWS (simulations of the generating process for the KS reference, 20; 0: none),
 # TPP_OUT (bench/out/tpp; models, logs, eval JSON, summary.json), TPP_SUMMARY_ONLY=1 (only the table
 # from what TPP_OUT holds).
 set -u
 cd "$(dirname "$0")/.."
 NF=${NF:-build/float/nf}
 PY=/usr/bin/python3
+if ! $PY -c 'import h5py, numpy' 2>/dev/null; then
+    echo "$(basename "$0"): $PY cannot import h5py and numpy (install them: bash scripts/deps.sh bench)" >&2
+    exit 1
+fi
 DATA=${TPP_DATA:-tests/data/tpp}
 SETS=${TPP_SETS:-poisson renewal self_correcting hawkes1 hawkes2}
 DECODERS=${TPP_DECODERS:-lognormmix flow exponential}
@@ -85,6 +96,14 @@ EOF
     wait
     say "load average at end $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
+for s in $SETS; do # the generating process, simulated like the models (kept: a summary-only run reuses them)
+    [ -f "$OUT/$s.test.h5" ] || continue
+    for k in $(seq 1 "${TPP_TRUTH_DRAWS:-20}"); do
+        [ -f "$OUT/$s.truth$k.h5" ] && continue
+        "$NF" data make "tpp-$s" -n "$(cat "$OUT/$s.ntest")" --t-end "$(cat "$OUT/$s.tend")" --seed "$k" \
+            -o "$OUT/$s.truth$k.h5" > /dev/null 2>> "$OUT/$s.import.log" || say "$s: simulating the truth failed"
+    done
+done
 
 $PY - "$OUT" "$SETS" "$DECODERS" <<'EOF'
 import json, math, os, sys
@@ -138,6 +157,11 @@ for s in sets:
                 r[d + "_ks"], r[d + "_ks_p"] = ks_2samp(intervals(p + ".sample.h5"), intervals(test))
             except Exception as ex:  # a sample file without events, ...
                 r[d + "_ks_error"] = str(ex)
+    truth = sorted(os.path.join(out, n) for n in os.listdir(out) if n.startswith(s + ".truth") and n.endswith(".h5"))
+    if truth:
+        ps = [ks_2samp(intervals(t), intervals(test))[1] for t in truth]
+        r["truth_ks_p_median"], r["truth_ks_p_below_0.01"], r["truth_draws"] = float(np.median(ps)), sum(
+            p < 0.01 for p in ps), len(ps)
     rows.append(r)
 
 
@@ -146,7 +170,7 @@ def f(v, fmt="{:.4f}"):
 
 
 hdr = "| set | true NLL | " + " | ".join(f"{d} NLL (gap)" for d in decoders) + " | " + \
-      " | ".join(f"KS p {d}" for d in decoders if d != "exponential") + " | targets |"
+      " | ".join(f"KS p {d}" for d in decoders if d != "exponential") + " | KS p truth (median; < 0.01) | targets |"
 print(hdr)
 print("|" + "---|" * (hdr.count("|") - 1))
 for r in rows:
@@ -160,7 +184,9 @@ for r in rows:
             verdict.append(f"KS {d} {'ok' if r[d + '_ks_p'] > 0.01 else 'MISSED'}")
     cells = [f"{f(r.get(d))} ({f(r.get(d + '_gap'), '{:+.4f}')})" for d in decoders]
     ks = [f(r.get(d + "_ks_p"), "{:.3g}") for d in decoders if d != "exponential"]
+    tk = (f"{r['truth_ks_p_median']:.3g}; {r['truth_ks_p_below_0.01']} of {r['truth_draws']}"
+          if "truth_draws" in r else "-")
     print(f"| {r['set']} | {f(r.get('true'))} | " + " | ".join(cells) + " | " + " | ".join(ks) +
-          f" | {', '.join(verdict)} |")
+          f" | {tk} | {', '.join(verdict)} |")
 json.dump(rows, open(os.path.join(out, "summary.json"), "w"), indent=1)
 EOF
