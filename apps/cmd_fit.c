@@ -91,11 +91,15 @@ static const char *const FIT_HELP_DEP =
     "  --dependence KIND     equi (a group id per row: block equicorrelation rho) or kinship (a known\n"
     "                        relationship matrix K: Sigma = lambda I + (1 - lambda) K)\n"
     "  --groups PATH         equi: dataset of DATA.h5 with the rows' group ids        [/group]\n"
-    "  --rho R               equi: starting rho, learned                              [0.5]\n"
+    "  --rho R               equi: starting rho, learned (see --update-every)         [0.5]\n"
     "  --per-block-rho       equi: one rho per group instead of one shared\n"
     "  --kinship FILE        kinship: HDF5 file with /K (n x n, or /K/row, /K/col, /K/value triplets)\n"
     "  --lambda L            kinship: lambda, held fixed                              [0.5]\n"
-    "  --learn-lambda        kinship: learn lambda (starting at --lambda)\n";
+    "  --learn-lambda        kinship: learn lambda, starting at --lambda\n"
+    "  --update-every N      a learned rho or lambda is set to the best value for the latest latents\n"
+    "                        of all rows every N steps (default: rho every 100; lambda at steps 100,\n"
+    "                        200, 400, ..., as a new lambda costs an n x n rebuild); 0: trained by\n"
+    "                        gradient with the flow instead\n";
 /* The rest of the help: one literal of it all would pass the 4095 characters C99 promises. */
 static const char *const FIT_HELP_END =
     "\n"
@@ -129,7 +133,7 @@ typedef struct fit_args {
     int steps_set, patience_set;
     const char *dependence, *groups, *kinship;   /* --dependence equi|kinship */
     double rho, lambda;
-    int per_block, learn_lambda, val_frac_set, dep_flag_set;
+    int per_block, learn_lambda, update_every, update_every_set, val_frac_set, dep_flag_set;
 } fit_args;
 
 static int parse_args(int argc, char **argv, fit_args *a)
@@ -189,6 +193,8 @@ static int parse_args(int argc, char **argv, fit_args *a)
         {.name = "--lambda", .kind = FLAG_DOUBLE, .dst = &a->lambda, .lo = 1e-6, .hi = 1 - 1e-6, .seen = &a->dep_flag_set},
         {.name = "--per-block-rho", .kind = FLAG_BOOL, .dst = &a->per_block, .seen = &a->dep_flag_set},
         {.name = "--learn-lambda", .kind = FLAG_BOOL, .dst = &a->learn_lambda, .seen = &a->dep_flag_set},
+        {.name = "--update-every", .kind = FLAG_INT, .dst = &a->update_every, .lo = 0, .hi = 1 << 30,
+         .seen = &a->update_every_set},
         {.name = "--time", .kind = FLAG_DOUBLE, .dst = &a->cfg.max_seconds, .lo = 0, .hi = 1e9},
         {.name = "--steps", .kind = FLAG_LONG, .dst = &a->cfg.max_steps, .lo = 0, .hi = 1L << 40, .seen = &a->steps_set},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
@@ -222,8 +228,9 @@ static int parse_args(int argc, char **argv, fit_args *a)
     if (!a->data && !a->target)
         return cli_usage_error(cmd, "no data file given (expected: nf fit DATA.h5 -o MODEL.h5, or --target NAME)");
     if (!a->out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
-    if (a->dep_flag_set && !a->dependence)
-        return cli_usage_error(cmd, "--groups/--kinship/--rho/--lambda/--per-block-rho/--learn-lambda need --dependence");
+    if ((a->dep_flag_set || a->update_every_set) && !a->dependence)
+        return cli_usage_error(cmd, "--groups/--kinship/--rho/--lambda/--per-block-rho/--learn-lambda/--update-every "
+                                    "need --dependence");
     if (a->dependence) {
         int equi = !strcmp(a->dependence, "equi");
         if (!equi && strcmp(a->dependence, "kinship"))
@@ -231,6 +238,8 @@ static int parse_args(int argc, char **argv, fit_args *a)
         if (!a->data) return cli_usage_error(cmd, "--dependence is for fitting data (expected DATA.h5)");
         if (equi && (a->kinship || a->learn_lambda))
             return cli_usage_error(cmd, "--kinship and --learn-lambda go with --dependence kinship");
+        if (!equi && a->update_every_set && !a->learn_lambda)
+            return cli_usage_error(cmd, "--update-every N sets how a learned lambda is updated: add --learn-lambda");
         if (!equi && !a->kinship) return cli_usage_error(cmd, "--dependence kinship needs --kinship FILE");
         if (!a->val && (!a->val_frac_set || a->val_frac > 0))
             return cli_usage_error(cmd, "--dependence trains on every row of %s, in its order: validate on an "
@@ -325,7 +334,9 @@ static int build_dependent(const char *cmd, fit_args *a, fit_ctx *ctx, const nf_
     NF_TRY(load_structure(&s, train, &dep));
     double theta0 = s.kind == NF_DEP_EQUI ? a->rho : a->lambda;
     int rc = nf_model_dependent_create(model, full, train->dim, train->ctx_dim, a->cfg.seed, dep, theta0,
-                                       s.kind == NF_DEP_EQUI || a->learn_lambda);
+                                       s.kind == NF_DEP_EQUI || a->learn_lambda,
+                                       a->update_every_set ? a->update_every
+                                       : s.kind == NF_DEP_EQUI ? 100 : NF_DEP_UPDATE_DOUBLING);
     if (rc != NF_OK) return nf_error_context(rc, "--flow");
     NF_TRY(nf_model_dependent_set_source(*model, &s));
     return (*model)->type->init_data(*model, train);

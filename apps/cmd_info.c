@@ -98,6 +98,13 @@ static void print_dependence(const nf_model *m)
         for (int k = 0; k < np && k < 8; k++) printf(" %.3f", th[k]);
         printf("%s\n", np > 8 ? " ..." : "");
     }
+    int every = nf_model_dependent_update_every(m);
+    if (every == NF_DEP_UPDATE_DOUBLING)
+        printf("                %s updated at steps 100, 200, 400, ... from the latents of all rows\n", name);
+    else if (every > 0)
+        printf("                %s updated every %d steps from the latents of all rows\n", name, every);
+    else if (learned)
+        printf("                %s trained by gradient with the flow\n", name);
     nf_error_clear();
 }
 

@@ -304,7 +304,9 @@ static void kinship_block(nf_dep *d, double lam, const size_t *idx, int b, doubl
     for (size_t k = 0; k < (size_t)b * b; k++) out[k] = d->M[k];
 }
 
-/* The whole A = U diag(1/s) U^T (n x n) for lambda, one product n x n x n, rebuilt when lambda changes. */
+/* The whole A = U diag(1/s) U^T = W W^T, W = U diag(s^-1/2) (n x n), rebuilt when lambda changes: the
+ * lower triangle by blocks of rows (block r: rows r of W against rows 0..r1 of W, n^3 multiply-adds
+ * in all, half the full product); lookups read the lower triangle. */
 static int kin_cache(nf_dep *d, double lam)
 {
     if (d->Acache && d->cache_lam == lam) return NF_OK;
@@ -317,8 +319,13 @@ static int kin_cache(nf_dep *d, double lam)
     }
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < n; k++)
-            W[i * n + k] = (nf_real)(d->evec[i * n + k] / (lam + (1 - lam) * d->eval[k]));
-    nf_gemm(0, 1, (int)n, (int)n, (int)n, 1, W, (int)n, d->evec_r, (int)n, 0, d->Acache, (int)n);
+            W[i * n + k] = (nf_real)(d->evec[i * n + k] / sqrt(lam + (1 - lam) * d->eval[k]));
+    const size_t R = 256;
+    for (size_t r0 = 0; r0 < n; r0 += R) {
+        size_t r1 = r0 + R < n ? r0 + R : n;
+        nf_gemm(0, 1, (int)(r1 - r0), (int)r1, (int)n, 1, W + r0 * n, (int)n, W, (int)n, 0, d->Acache + r0 * n,
+                (int)n);
+    }
     free(W);
     d->cache_lam = lam;
     return NF_OK;
@@ -347,7 +354,9 @@ int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, d
         if (A && d->use_cache) {
             NF_TRY(kin_cache(d, theta[0]));
             for (int i = 0; i < b; i++)
-                for (int j = 0; j < b; j++) A[(size_t)i * b + j] = d->Acache[idx[i] * d->n + idx[j]];
+                for (int j = 0; j < b; j++) /* the lower triangle holds A */
+                    A[(size_t)i * b + j] = idx[i] >= idx[j] ? d->Acache[idx[i] * d->n + idx[j]]
+                                                             : d->Acache[idx[j] * d->n + idx[i]];
         } else if (A) {
             kinship_block(d, theta[0], idx, b, A, 0);
         }
@@ -371,6 +380,195 @@ int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, d
         }
     }
     return NF_OK;
+}
+
+/* ---- the alternating update: the parameters that maximise the joint of given latents ------------
+ *
+ * With a shift c_j and a scale a_j > 0 per latent dimension profiled out,
+ *   max over a, c of  log p_theta((Z - 1 c^T) diag(a)) + n sum_j log a_j
+ *   = const - (p/2) log det Sigma(theta) - (n/2) sum_j log e_j(theta),
+ *   e_j = z_j^T A z_j - (1^T A z_j)^2 / (1^T A 1)
+ * (c_j the generalised least-squares mean 1^T A z_j / 1^T A 1, a_j^2 = n / e_j).  Both are what a
+ * flow's last affine layer adjusts in the steps after an update; without the shift, a flow whose
+ * offset lags behind puts n_b times its error into every block's (or relatives') sum, which reads as
+ * more correlation, which makes the offset cheaper still: the updates drift above the joint optimum.
+ * The three sums are sums over independent parts of Sigma:
+ *   kinship, along eigenvector k of K (r = U^T Z, v = U^T 1, s_k = lambda + (1 - lambda) e_k):
+ *     z_j^T A z_j = sum_k r_kj^2 / s_k,  1^T A z_j = sum_k v_k r_kj / s_k,  1^T A 1 = sum_k v_k^2 / s_k;
+ *   equi, over blocks (block sums t_bj, S_bj = sum_{i in b} z_ij^2, w_b = 1 / (1 + (m_b - 1) rho_b)):
+ *     z_j^T A z_j = sum_b (S_bj - t_bj^2 / m_b) / (1 - rho_b) + w_b t_bj^2 / m_b,
+ *     1^T A z_j = sum_b w_b t_bj,  1^T A 1 = sum_b w_b m_b. */
+
+/* The theta in [1e-4, 1 - 1e-4] that maximises f: a grid of 93 points in logit(theta) over
+ * [-9.2, 9.2], then golden sections around the best grid point (f need not be concave in theta: the
+ * grid finds the basin, the sections refine it). */
+static double best_logit(double (*f)(const void *ctx, double theta), const void *ctx)
+{
+    const double step = 0.2, phi = 0.6180339887498949;
+    double best_x = 0, best = -INFINITY;
+    for (int g = 0; g <= 92; g++) {
+        double x = -9.2 + step * g, v = f(ctx, sigmoid(x));
+        if (v > best) best = v, best_x = x;
+    }
+    double a = best_x - step, b = best_x + step;
+    double x1 = b - phi * (b - a), x2 = a + phi * (b - a), f1 = f(ctx, sigmoid(x1)), f2 = f(ctx, sigmoid(x2));
+    while (b - a > 1e-9) {
+        if (f1 > f2) b = x2, x2 = x1, f2 = f1, x1 = b - phi * (b - a), f1 = f(ctx, sigmoid(x1));
+        else a = x1, x1 = x2, f1 = f2, x2 = a + phi * (b - a), f2 = f(ctx, sigmoid(x2));
+    }
+    double x = 0.5 * (a + b);
+    return f(ctx, sigmoid(x)) >= best ? sigmoid(x) : sigmoid(best_x);
+}
+
+/* The sums of a trial theta, (2p + 1): z_j^T A z_j (p), 1^T A z_j (p), 1^T A 1. */
+typedef struct {
+    const nf_dep *d;
+    int p, blk;            /* per-block equi: the block being maximised, else -1 */
+    const double *r, *v;   /* kinship: U^T Z (n x p), U^T 1 (n) */
+    const double *S, *t;   /* equi: (n_blocks x p) S_bj - t_bj^2 / m_b, and t_bj */
+    const double *rest;    /* per-block equi: the other blocks' sums */
+    double *acc;           /* scratch sums */
+} profile_ctx;
+
+static double profile_of(const profile_ctx *c, double logdet)
+{
+    const int p = c->p;
+    const double *acc = c->acc;
+    double L = -0.5 * p * logdet;
+    for (int j = 0; j < p; j++) L -= 0.5 * (double)c->d->n * log(acc[j] - acc[p + j] * acc[p + j] / acc[2 * p]);
+    return L;
+}
+
+static double kin_profile(const void *ctx, double lam)
+{
+    const profile_ctx *c = ctx;
+    const int p = c->p;
+    double ld = 0, *acc = c->acc;
+    for (int j = 0; j <= 2 * p; j++) acc[j] = 0;
+    for (size_t k = 0; k < c->d->n; k++) {
+        double s = lam + (1 - lam) * c->d->eval[k], vk = c->v[k] / s;
+        ld += log(s);
+        for (int j = 0; j < p; j++) {
+            double r = c->r[k * p + j];
+            acc[j] += r * r / s;
+            acc[p + j] += vk * r;
+        }
+        acc[2 * p] += vk * c->v[k];
+    }
+    return profile_of(c, ld);
+}
+
+/* Block b's sums at rho, added to acc; returns its log det. */
+static double equi_block_terms(const profile_ctx *c, int b, double rho, double *acc)
+{
+    const int p = c->p;
+    double m = (double)c->d->block_size[b], w = 1 / (1 + (m - 1) * rho);
+    for (int j = 0; j < p; j++) {
+        double t = c->t[(size_t)b * p + j];
+        acc[j] += c->S[(size_t)b * p + j] / (1 - rho) + w * t * t / m;
+        acc[p + j] += w * t;
+    }
+    acc[2 * p] += w * m;
+    return (m - 1) * log1p(-rho) + log1p((m - 1) * rho);
+}
+
+/* equi, one rho for all blocks (blk < 0) or block blk's with the others' sums in rest. */
+static double equi_profile(const void *ctx, double rho)
+{
+    const profile_ctx *c = ctx;
+    double ld = 0;
+    if (c->blk < 0) {
+        for (int j = 0; j <= 2 * c->p; j++) c->acc[j] = 0;
+        for (int b = 0; b < c->d->n_blocks; b++) ld += equi_block_terms(c, b, rho, c->acc);
+    } else {
+        for (int j = 0; j <= 2 * c->p; j++) c->acc[j] = c->rest[j];
+        ld = equi_block_terms(c, c->blk, rho, c->acc);
+    }
+    return profile_of(c, ld);
+}
+
+/* Per-block rho: coordinate ascent over the blocks of two or more points (a block of one has no
+ * rho), each a 1-D maximisation with the other blocks fixed (kept where it is unless the maximiser
+ * does better, so no step lowers the profile), in at most `sweeps` sweeps, fewer once no rho moves by
+ * 1e-6.  The blocks interact only through the shared shift and scale, weakly but enough that the
+ * ascent converges linearly (about a tenth closer per sweep): a trainer that updates often runs a few
+ * sweeps each time, from the last update's rho.  The log det of the other blocks is a constant of
+ * each 1-D problem. */
+static void equi_best_per_block(profile_ctx *c, double *theta, double *rest, double *own, int sweeps)
+{
+    const nf_dep *d = c->d;
+    const int k = 2 * c->p + 1;
+    c->rest = rest;
+    for (int sweep = 0; sweep < sweeps; sweep++) {
+        double moved = 0;
+        for (int j = 0; j < k; j++) rest[j] = 0;
+        for (int b = 0; b < d->n_blocks; b++) equi_block_terms(c, b, theta[b], rest);
+        for (int b = 0; b < d->n_blocks; b++) {
+            if (d->block_size[b] < 2) continue;
+            for (int j = 0; j < k; j++) own[j] = 0;
+            equi_block_terms(c, b, theta[b], own);
+            for (int j = 0; j < k; j++) rest[j] -= own[j];
+            c->blk = b;
+            double rho = best_logit(equi_profile, c);
+            if (equi_profile(c, rho) > equi_profile(c, theta[b])) {
+                moved = fmax(moved, fabs(rho - theta[b]));
+                theta[b] = rho;
+            }
+            for (int j = 0; j < k; j++) own[j] = 0;
+            equi_block_terms(c, b, theta[b], own);
+            for (int j = 0; j < k; j++) rest[j] += own[j];
+        }
+        if (moved < 1e-6) break;
+    }
+}
+
+/* kinship: r = U^T Z (n x p) and v = U^T 1 (n) ADDED to, one pass over U by rows. */
+static void kin_rotate(const nf_dep *d, const nf_real *Z, int p, double *r, double *v)
+{
+    size_t n = d->n;
+    for (size_t i = 0; i < n; i++) {
+        const double *Ui = d->evec + i * n;
+        for (size_t k = 0; k < n; k++) v[k] += Ui[k];
+        for (int j = 0; j < p; j++) {
+            double zij = Z[i * p + j];
+            if (zij == 0) continue;
+            for (size_t k = 0; k < n; k++) r[k * p + j] += Ui[k] * zij;
+        }
+    }
+}
+
+int nf_dep_best_theta(const nf_dep *d, const nf_real *Z, int p, double *theta, int sweeps)
+{
+    size_t n = d->n, k = 2 * (size_t)p + 1;
+    size_t need = d->kind == NF_DEP_EQUI ? 2 * (size_t)d->n_blocks * p : n * (size_t)p + n;
+    double *w = calloc(need + 3 * k, sizeof *w);
+    if (!w) return nf_error(NF_ENOMEM, "out of memory for the sums of the latents of %zu points", n);
+    profile_ctx c = {.d = d, .p = p, .blk = -1, .acc = w + need};
+    if (d->kind == NF_DEP_KINSHIP) {
+        kin_rotate(d, Z, p, w, w + n * (size_t)p);
+        c.r = w, c.v = w + n * (size_t)p;
+        theta[0] = best_logit(kin_profile, &c);
+    } else {
+        double *S = w, *t = w + (size_t)d->n_blocks * p;
+        for (size_t i = 0; i < n; i++)
+            for (int j = 0; j < p; j++) {
+                double z = Z[i * p + j];
+                S[(size_t)d->block[i] * p + j] += z * z;
+                t[(size_t)d->block[i] * p + j] += z;
+            }
+        for (int b = 0; b < d->n_blocks; b++)
+            for (int j = 0; j < p; j++) {
+                double tb = t[(size_t)b * p + j];
+                S[(size_t)b * p + j] -= tb * tb / (double)d->block_size[b];
+            }
+        c.S = S, c.t = t;
+        if (d->per_block) equi_best_per_block(&c, theta, c.acc + k, c.acc + 2 * k, sweeps);
+        else theta[0] = best_logit(equi_profile, &c);
+    }
+    int ok = 1;
+    for (int j = 0; j < d->n_params; j++) ok &= isfinite(theta[j]);
+    free(w);
+    return ok ? NF_OK : nf_error(NF_ENONFINITE, "the best dependence parameters are not finite (non-finite latents)");
 }
 
 /* log p(Z) = -(np/2) log 2pi - (p/2) log det Sigma - 1/2 tr(Z^T A Z), with
@@ -400,18 +598,10 @@ int nf_dep_joint_log_prob(const nf_dep *d, const double *theta, const nf_real *Z
         free(sum);
         free(sq);
     } else {
-        double *r = malloc((size_t)p * sizeof *r);
+        double *r = calloc(n * (size_t)p + n, sizeof *r);
         if (!r) return nf_error(NF_ENOMEM, "out of memory for the joint log-likelihood");
-        for (size_t k = 0; k < n; k++) {
-            for (int j = 0; j < p; j++) r[j] = 0;
-            for (size_t i = 0; i < n; i++) {
-                double u = d->evec[i * n + k];
-                for (int j = 0; j < p; j++) r[j] += u * Z[i * p + j];
-            }
-            double s = theta[0] + (1 - theta[0]) * d->eval[k], q = 0;
-            for (int j = 0; j < p; j++) q += r[j] * r[j];
-            tr += q / s;
-        }
+        kin_rotate(d, Z, p, r, r + n * (size_t)p);
+        for (size_t k = 0; k < n * (size_t)p; k++) tr += r[k] * r[k] / (theta[0] + (1 - theta[0]) * d->eval[k / p]);
         free(r);
     }
     *logp = -(double)n * p * NF_HALF_LOG_2PI - 0.5 * p * nf_dep_log_det(d, theta, NULL) - 0.5 * tr;
@@ -764,11 +954,14 @@ int nf_dep_batch_backward(nf_dep *d, const nf_real *u, nf_real *dz, nf_real *du,
 typedef struct {
     nf_dep *dep;        /* attached structure (not owned), NULL until attached */
     int n_params, learn;
-    size_t off;         /* theta's unconstrained entries u in P (learn) or S (fixed) */
+    size_t off;         /* theta's unconstrained entries u in P (learn 1) or S (learn 0, 2) */
+    size_t points;      /* learn 2: the training points whose latents are kept */
+    size_t latents_off; /* learn 2: in S, each point's latest latent (points x p) */
+    size_t seen_off;    /* learn 2: in S, 1 for each point whose latent has been kept, else 0 */
     nf_real *capture;   /* where log_prob copies the latents, NULL: nowhere */
 } dep_base;
 
-static nf_params *store(const nf_dist *d) { return ((const dep_base *)d->state)->learn ? d->P : d->S; }
+static nf_params *store(const nf_dist *d) { return ((const dep_base *)d->state)->learn == 1 ? d->P : d->S; }
 
 static int base_create(nf_dist *d, nf_opts *opts, nf_rng *rng)
 {
@@ -779,15 +972,26 @@ static int base_create(nf_dist *d, nf_opts *opts, nf_rng *rng)
     NF_TRY(nf_opts_int(opts, "params", 1, 1, 1 << 30, &k));
     NF_TRY(nf_opts_double(opts, "init", 0, -30, 30, &init));
     int learn;
-    NF_TRY(nf_opts_int(opts, "learn", 1, 0, 1, &learn));
+    int points;
+    NF_TRY(nf_opts_int(opts, "learn", 1, 0, 2, &learn));
+    NF_TRY(nf_opts_int(opts, "points", 0, 0, 1 << 30, &points));
+    if (learn == 2 && points < 1)
+        return nf_error(NF_EINVAL, "%s: learn=2 (updated between steps) needs points=N, the training points", d->name);
     dep_base *s = nf_calloc(1, sizeof *s, "dependent base");
     if (!s) return NF_ENOMEM;
     s->n_params = k;
     s->learn = learn;
+    s->points = learn == 2 ? (size_t)points : 0;
     d->state = s;
     char name[NF_PARAM_NAME_MAX];
     snprintf(name, sizeof name, "%s.theta", d->name);
     int rc = nf_params_add(store(d), name, (size_t)k, &s->off);
+    if (rc == NF_OK && s->points) {
+        snprintf(name, sizeof name, "%s.latents", d->name);
+        rc = nf_params_add(d->S, name, s->points * d->dim, &s->latents_off);
+        snprintf(name, sizeof name, "%s.seen", d->name);
+        if (rc == NF_OK) rc = nf_params_add(d->S, name, s->points, &s->seen_off);
+    }
     if (rc != NF_OK) {
         free(s);
         d->state = NULL;
@@ -824,6 +1028,18 @@ int nf_dist_dependent_params(const nf_dist *base, int *n_params, nf_real **u, in
     return NF_OK;
 }
 
+int nf_dist_dependent_latents(const nf_dist *base, nf_real **z, int *complete)
+{
+    if (base->type != &nf_dist_dependent) return nf_error(NF_EINVAL, "%s is not a dependent base", base->name);
+    const dep_base *s = base->state;
+    if (!s->points) return nf_error(NF_EINVAL, "%s keeps no latents (learn=2 and points=N keep them)", base->name);
+    *z = base->S->value + s->latents_off;
+    const nf_real *seen = base->S->value + s->seen_off;
+    *complete = 1;
+    for (size_t i = 0; i < s->points && *complete; i++) *complete = seen[i] != 0;
+    return NF_OK;
+}
+
 int nf_dist_dependent_capture(nf_dist *base, nf_real *z)
 {
     if (base->type != &nf_dist_dependent) return nf_error(NF_EINVAL, "%s is not a dependent base", base->name);
@@ -838,6 +1054,12 @@ static int base_log_prob(nf_dist *d, nf_real *logp, const nf_real *z, const nf_r
     dep_base *s = d->state;
     const int p = d->dim;
     if (s->capture) memcpy(s->capture, z, (size_t)n * p * sizeof *z);
+    if (idx && s->points)
+        for (int i = 0; i < n; i++)
+            if (idx[i] < s->points) {
+                memcpy(d->S->value + s->latents_off + idx[i] * p, z + (size_t)i * p, (size_t)p * sizeof *z);
+                d->S->value[s->seen_off + idx[i]] = 1;
+            }
     if (idx && s->dep) {
         int rc = nf_dep_batch_log_prob(s->dep, store(d)->value + s->off, logp, z, idx, n, p);
         return rc == NF_OK ? NF_OK : nf_error_context(rc, "%s", d->name);
@@ -858,7 +1080,7 @@ static int base_backward(nf_dist *d, nf_real *dz, nf_real *dctx, const nf_real *
     (void)dctx, (void)ctx;
     dep_base *s = d->state;
     if (idx && s->dep)
-        return nf_dep_batch_backward(s->dep, store(d)->value + s->off, dz, s->learn ? d->P->grad + s->off : NULL,
+        return nf_dep_batch_backward(s->dep, store(d)->value + s->off, dz, s->learn == 1 ? d->P->grad + s->off : NULL,
                                      dlogp, z, idx, n, d->dim);
     if (dz)
         for (size_t k = 0; k < (size_t)n * d->dim; k++) dz[k] -= dlogp[k / d->dim] * z[k];
@@ -883,8 +1105,9 @@ static int base_sample_backward(nf_dist *d, nf_real *dctx, const nf_real *dz, co
 
 const nf_dist_type nf_dist_dependent = {
     .name = "dependent",
-    .options_help = "params=K (dependence parameters), init=U (their starting logit), learn=1|0 (trained, or "
-                    "fixed state)",
+    .options_help = "params=K (dependence parameters), init=U (their starting logit), learn=1|0|2 (trained by "
+                    "gradient, fixed state, or state the model updates between steps from each point's latest "
+                    "latent, kept for points=N)",
     .create = base_create,
     .destroy = base_destroy,
     .log_prob = base_log_prob,

@@ -28,8 +28,10 @@
  * theta = sigmoid(u); nf_dep_batch_backward returns dL/dz (to chain through the flow) and dL/du.
  * A batch of one point has no pair term (then the estimator is biased; trainers use b >= 2).
  *
- * Cost of a batch: equi O(b p) (sums of the batch's latents per block); kinship O(b n p) through the eigenbasis (never forming A), or, with a fixed lambda and
- * nf_dep_kinship_cache, O(b^2 p) by looking entries up in the whole A (n^2 memory, one n^3 product).
+ * Cost of a batch: equi O(b p) (sums of the batch's latents per block); kinship O(b n p) through
+ * the eigenbasis (never forming A: lambda trained by gradient), or, with nf_dep_kinship_cache, O(b^2 p)
+ * by looking entries up in the whole A (n^2 memory, n^3 multiply-adds whenever lambda changes: a
+ * fixed lambda, or one set between steps by nf_dep_best_theta).
  *
  * An nf_dep keeps a per-batch workspace (grown when a larger batch arrives): one instance must not
  * be used from two threads at once.  Points are indexed 0..n-1 in the order of the training source.
@@ -71,7 +73,7 @@ typedef struct nf_dep {
     double kin_lam;         /* lambda of the weights in kd */
     int kin_b;
     int use_cache;          /* kinship: look precisions up in the whole A (nf_dep_kinship_cache) */
-    nf_real *Acache;        /* (n, n) A at cache_lam */
+    nf_real *Acache;        /* (n, n) A at cache_lam: only the lower triangle (j <= i) is set */
     double cache_lam;
 } nf_dep;
 
@@ -86,7 +88,8 @@ void nf_dep_free(nf_dep *d);    /* NULL is harmless */
 
 /* Kinship with a fixed lambda: keep the whole A (n x n, rebuilt by one n^3 product whenever lambda
  * changes), so a batch costs O(b^2 p) like equi instead of O(b n p) through the eigenbasis.  For
- * n <= 16384; on = 0 frees it.  (A learned lambda changes every step: leave it off.) */
+ * n <= 16384; on = 0 frees it.  (A lambda trained by gradient changes every step: leave it off; one
+ * set now and then by nf_dep_best_theta pays a rebuild per change.) */
 int nf_dep_kinship_cache(nf_dep *d, int on);
 /* Which entry of theta point i's precision row depends on (equi per block: its block; else 0). */
 int nf_dep_param_of(const nf_dep *d, size_t i);
@@ -95,6 +98,24 @@ double nf_dep_log_det(const nf_dep *d, const double *theta, double *dlogdet);
 /* A_ij and dA_ij / dtheta_{param_of(i)} for every pair of the points idx[0..b-1] (row-major b x b;
  * dA may be NULL); zero across equi blocks. */
 int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, double *A, double *dA);
+/* The alternating update of learned parameters: theta (n_params; per-block rho: read as the start)
+ * WRITTEN with the maximiser in [1e-4, 1 - 1e-4] of the exact joint of the latents Z (n x p) of all
+ * points with a shift and a scale per latent dimension profiled out,
+ *   max over c_j, a_j > 0 of  log p_theta((Z - 1 c^T) diag(a)) + n sum_j log a_j
+ *   = const - (p/2) log det Sigma(theta) - (n/2) sum_j log e_j(theta),
+ *   e_j = z_j^T A z_j - (1^T A z_j)^2 / 1^T A 1
+ * (c_j the generalised least-squares mean, a_j^2 = n / e_j).  The flow's log-determinants do not
+ * depend on theta, so with the flow held fixed this is an exact maximisation over theta and the
+ * latents' offset and scale (left for the flow to take up in the following steps): theta goes to
+ * where the joint optimum lies instead of creeping along the ridge between theta and the scale, and
+ * a flow able to shift and rescale its output is at a joint stationary point exactly when the update
+ * leaves theta in place.
+ * Kinship: O(n^2 p) for the rotation U^T Z, then O(n p) per trial lambda; equi: O(n p) for the
+ * block sums, then O(blocks p) per trial of a shared rho, and per-block rho by at most `sweeps` sweeps
+ * of coordinate ascent over the blocks (O(p) per trial; from the given rho, ending at a coordinate-wise
+ * maximum when the sweeps suffice).  Each 1-D maximisation: a grid in logit(theta), then golden
+ * sections. */
+int nf_dep_best_theta(const nf_dep *d, const nf_real *Z, int p, double *theta, int sweeps);
 /* The full joint log p(Z) of the latents Z (n x p) of all points (no log|det J|): O(n p) for equi,
  * O(n^2 p) for kinship (through the rotated latents U^T Z). */
 int nf_dep_joint_log_prob(const nf_dep *d, const double *theta, const nf_real *Z, int p, double *logp);
@@ -117,8 +138,9 @@ int nf_dep_batch_backward(nf_dep *d, const nf_real *u, nf_real *dz, nf_real *du,
  * nf_dist_dependent: a base of p dimensions whose log_prob with the rows' indices is the estimator's
  * t_i and without them (idx NULL: new points) the marginal N(0, I); sample draws the marginal.  Its
  * parameters u ("<name>.theta", n_params entries from option params=K, default 1, starting at
- * u = init, option init=X, default 0) live in the model's parameter store P (learn=1, the default)
- * or, held fixed, in its state store S (learn=0); the structure is attached after creation (not
+ * u = init, option init=X, default 0) live in the model's parameter store P (learn=1, the default:
+ * trained by gradient) or in its state store S (learn=0: held fixed; learn=2: set by the model
+ * between steps, see nf_dist_dependent_latents); the structure is attached after creation (not
  * owned) with nf_dist_dependent_attach, and must have the same number of parameters.
  * Not in nf_dist_types[]: a model kind puts it under a flow (training/model_dependent.h). */
 extern const nf_dist_type nf_dist_dependent;
@@ -126,6 +148,10 @@ int nf_dist_dependent_attach(nf_dist *base, nf_dep *dep);
 /* A dependent base's parameters: how many, their unconstrained values u (in P or S; may be NULL),
  * and whether they are trained. */
 int nf_dist_dependent_params(const nf_dist *base, int *n_params, nf_real **u, int *learned);
+/* A base with learn=2 keeps, in S, the latest latent of each of its points=N training points (rows
+ * idx_i of a batch's log_prob): *z (points x p); *complete = 1 once every point has been in a batch
+ * (until then some rows of *z are zeros; a flag per point in S "<name>.seen"). */
+int nf_dist_dependent_latents(const nf_dist *base, nf_real **z, int *complete);
 /* Copy every later log_prob's latents z (n x p) into `z` (NULL: stop); the caller sizes it. */
 int nf_dist_dependent_capture(nf_dist *base, nf_real *z);
 

@@ -2,7 +2,7 @@
  * block-equicorrelation and kinship log-determinants and precisions against GSL's Cholesky of the dense
  * Sigma, their theta-derivatives against finite differences, the joint log-likelihood against the dense
  * formula, unbiasedness of the minibatch estimator (its mean over every batch of a small n equals the
- * joint log-likelihood), finite-difference gradients of the estimator with respect to the latents and
+ * joint log-likelihood), the alternating update's lambda against a scan of the profiled joint, finite-difference gradients of the estimator with respect to the latents and
  * the parameters (alone and as a flow's base, through the flow), and the errors for a kinship matrix
  * that is not square, of the wrong size, not symmetric or not positive semi-definite. */
 #include <check.h>
@@ -134,8 +134,131 @@ START_TEST(test_kinship_against_cholesky)
     ck_assert_int_eq(d->n_params, 1);
     const double lambdas[] = {0.0375, 0.385, 0.5, 0.9127};
     for (int k = 0; k < 4; k++) check_against_cholesky(d, &lambdas[k], K);
+    /* the cached whole precision (its lower triangle, rebuilt for each lambda) gives the same entries */
+    ck_assert_int_eq(nf_dep_kinship_cache(d, 1), NF_OK);
+    for (int k = 0; k < 4; k++) check_against_cholesky(d, &lambdas[k], K);
     nf_dep_free(d);
     free(K);
+}
+END_TEST
+
+/* v^T A v for one column v (n) from the one-column joint of nf_dep_joint_log_prob (checked against
+ * the dense Cholesky above). */
+static double quad_form(const nf_dep *d, const double *theta, const nf_real *v, double ld)
+{
+    double jl;
+    ck_assert_int_eq(nf_dep_joint_log_prob(d, theta, v, 1, &jl), NF_OK);
+    return -2 * (jl + 0.5 * (double)d->n * log(2 * M_PI) + 0.5 * ld);
+}
+
+/* The profile the alternating update maximises, -(p/2) log det Sigma - (n/2) sum_j log e_j with
+ * e_j = z_j^T A z_j - (1^T A z_j)^2 / 1^T A 1, the cross term by polarisation:
+ * 2 1^T A z = (z + 1)^T A (z + 1) - z^T A z - 1^T A 1. */
+static double profiled_joint(const nf_dep *d, const double *theta, const nf_real *Z, size_t n, size_t p, nf_real *col)
+{
+    double ld = nf_dep_log_det(d, theta, NULL), v = -0.5 * p * ld;
+    for (size_t i = 0; i < n; i++) col[i] = 1;
+    double oo = quad_form(d, theta, col, ld);
+    for (size_t j = 0; j < p; j++) {
+        for (size_t i = 0; i < n; i++) col[i] = Z[i * p + j];
+        double zz = quad_form(d, theta, col, ld);
+        for (size_t i = 0; i < n; i++) col[i] += 1;
+        double oz = 0.5 * (quad_form(d, theta, col, ld) - zz - oo);
+        v -= 0.5 * n * log(zz - oz * oz / oo);
+    }
+    return v;
+}
+
+/* Z (n x p) = L e with Sigma = L L^T the dense Sigma(theta), column j then scaled by scale[j] and
+ * shifted by 0.8 j - 0.5. */
+static nf_real *correlated_latents(const nf_dep *d, const double *theta, const double *K, size_t p,
+                                   const double *scale, uint64_t seed)
+{
+    size_t n = d->n;
+    gsl_matrix *S = dense_sigma(d, theta, K);
+    ck_assert_int_eq(gsl_linalg_cholesky_decomp1(S), 0);
+    nf_real *e = malloc(n * p * sizeof *e), *Z = calloc(n * p, sizeof *Z);
+    nf_test_fill_normal(e, n * p, 1.0, seed);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k <= i; k++)
+            for (size_t j = 0; j < p; j++) Z[i * p + j] += (nf_real)(scale[j] * gsl_matrix_get(S, i, k) * e[k * p + j]);
+    for (size_t i = 0; i < n * p; i++) Z[i] += (nf_real)(0.8 * (double)(i % p) - 0.5);
+    gsl_matrix_free(S);
+    free(e);
+    return Z;
+}
+
+/* The alternating update of a kinship lambda and a shared rho: the maximiser of the profile against a
+ * scan over theta in steps of 1e-4, near the generating value (latents drawn with Sigma(truth), then
+ * scaled and shifted per dimension, which the profile must not see). */
+START_TEST(test_best_theta_one)
+{
+    const size_t n = 40, p = 3;
+    const double scale[3] = {2.5, 0.4, 1.0};
+    double *K = kinship_matrix(n, 12, 51);
+    int64_t *grp = malloc(n * sizeof *grp);
+    for (size_t i = 0; i < n; i++) grp[i] = (int64_t)(i % 5);
+    nf_real *col = malloc(n * sizeof *col);
+    for (int kind = 0; kind < 2; kind++) {
+        nf_dep *d;
+        double truth = kind == 0 ? 0.3 : 0.6, got = -1, best = -INFINITY, best_at = 0;
+        if (kind == 0) ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+        else ck_assert_int_eq(nf_dep_equi_create(&d, grp, n, 0), NF_OK);
+        nf_real *Z = correlated_latents(d, &truth, K, p, scale, 52);
+        ck_assert_msg(nf_dep_best_theta(d, Z, (int)p, &got, 1) == NF_OK, "%s", nf_strerror_last());
+        for (int g = 1; g < 10000; g++) {
+            double t = g * 1e-4, v = profiled_joint(d, &t, Z, n, p, col);
+            if (v > best) best = v, best_at = t;
+        }
+        ck_assert_msg(best_at > 0.01 && best_at < 0.99, "the scan's maximum %g is not interior", best_at);
+        ck_assert_msg(fabs(got - best_at) < 2e-4, "%s: best %.6f, scan %.4f", kind ? "rho" : "lambda", got, best_at);
+        ck_assert_msg(fabs(got - truth) < 0.25, "best %.4f far from the generating %.2f", got, truth);
+        free(Z);
+        nf_dep_free(d);
+    }
+    free(K), free(grp), free(col);
+}
+END_TEST
+
+/* Per-block rho: one sweep raises the profile, and enough sweeps end at a coordinate-wise maximum
+ * (no block's rho, scanned in steps of 1e-3 with the others held, does better); a block of one point
+ * keeps its starting rho.  (Not compared
+ * with the generating rho: a block tells its rho through the p squares of its sum alone, so one
+ * block's estimate is noisy at any block size.) */
+START_TEST(test_best_theta_blocks)
+{
+    const size_t p = 2, sizes[] = {60, 40, 25, 12, 2, 1};
+    const double truth[] = {0.8, 0.55, 0.3, 0.9, 0.5, 0.5}, scale[2] = {1.7, 0.6};
+    const int nb = 6;
+    size_t n = 0;
+    for (int b = 0; b < nb; b++) n += sizes[b];
+    int64_t *grp = malloc(n * sizeof *grp);
+    for (size_t i = 0, at = 0; (int)i < nb; i++)
+        for (size_t k = 0; k < sizes[i]; k++) grp[at++] = (int64_t)i;
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_equi_create(&d, grp, n, 1), NF_OK);
+    ck_assert_int_eq(d->n_blocks, nb);
+    nf_real *Z = correlated_latents(d, truth, NULL, p, scale, 53), *col = malloc(n * sizeof *col);
+    double got[6] = {0.5, 0.5, 0.5, 0.5, 0.5, 0.123};
+    double start = profiled_joint(d, got, Z, n, p, col);
+    ck_assert_msg(nf_dep_best_theta(d, Z, (int)p, got, 1) == NF_OK, "%s", nf_strerror_last());
+    double one = profiled_joint(d, got, Z, n, p, col);
+    ck_assert_msg(one > start, "one sweep: %.9g, start %.9g", one, start);
+    ck_assert_msg(nf_dep_best_theta(d, Z, (int)p, got, 1000) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_double_eq(got[5], 0.123);
+    double at = profiled_joint(d, got, Z, n, p, col);
+    ck_assert_msg(at >= one, "converged: %.9g, after one sweep %.9g", at, one);
+    for (int b = 0; b < 5; b++) {
+        double t[6];
+        memcpy(t, got, sizeof t);
+        for (int g = 1; g < 1000; g++) {
+            t[b] = g * 1e-3;
+            double v = profiled_joint(d, t, Z, n, p, col);
+            ck_assert_msg(v <= at + 1e-6 * fabs(at), "block %d: rho %.3f gives %.9g > %.9g at %.6f", b, t[b], v, at, got[b]);
+        }
+    }
+    free(Z), free(col), free(grp);
+    nf_dep_free(d);
 }
 END_TEST
 
@@ -466,6 +589,8 @@ static Suite *dependent_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_equi_against_cholesky);
     tcase_add_test(tc, test_kinship_against_cholesky);
+    tcase_add_test(tc, test_best_theta_one);
+    tcase_add_test(tc, test_best_theta_blocks);
     tcase_add_test(tc, test_theta_derivatives);
     tcase_add_test(tc, test_joint_log_prob);
     tcase_add_test(tc, test_unbiased);

@@ -14,6 +14,9 @@ typedef struct {
     nf_dep_kind kind;     /* what the model was built for */
     size_t n;
     int n_params, per_block, learn;
+    int update_every;     /* learned: steps between the alternating updates of theta,
+                             NF_DEP_UPDATE_DOUBLING (at steps 100, 200, 400, ...), or 0: by gradient */
+    size_t sched_off;     /* update_every != 0: in S, the steps taken and the step of the next update */
     nf_dep_source src;    /* where the structure comes from; src.path "" if unknown */
     nf_real *logp;        /* (cap) evaluation buffer */
     int cap;
@@ -35,6 +38,21 @@ static void dependent_destroy(nf_model *m)
     m->state = NULL;
 }
 
+/* Learned parameters are set by alternating updates (alternating(st)) unless update_every is 0 (then
+ * trained by gradient with the flow, through theta = sigmoid(u)): theta stays fixed for update_every
+ * steps, in which a kinship batch uses the cached precision like a fixed lambda (O(b^2 p) per batch
+ * instead of O(b n p) through the eigenbasis), and the base keeps every point's latest latent; then
+ * theta becomes the maximiser of the exact joint of those latents with an offset and a scale per
+ * latent dimension profiled out (nf_dep_best_theta: the flow's log-determinants do not depend on
+ * theta, so this is a full-batch maximisation over theta and the latents' offset and scale, those
+ * left for the flow to take up in the following steps).  By gradient, a minibatch sees few pairs of
+ * a block or of relatives, and theta creeps along the ridge between itself and the latents' scale:
+ * rho per block barely left its start 0.5 in 3000 steps on dependent-crescent (true 0.5-0.99), and
+ * the fit was worse than an i.i.d. one (bench/RESULTS.md).  Latents, theta and the step count live in the state store, so a
+ * checkpoint resumes the same sequence of updates. */
+static int alternating(const dep_state *st) { return st->learn && st->update_every != 0; }
+static int first_update(const dep_state *st) { return st->update_every > 0 ? st->update_every : 100; }
+
 /* The flow of `spec` on the standard normal, whose base is then replaced by a dependent base with
  * the structure's parameters (theta = sigmoid(u), u starting at logit(theta0)). */
 static int build(nf_model *m, const char *spec, int dim, int ctx_dim, uint64_t seed, double theta0)
@@ -49,19 +67,25 @@ static int build(nf_model *m, const char *spec, int dim, int ctx_dim, uint64_t s
         return nf_error(NF_EINVAL, "a dependent model needs a flow on the standard normal base (got base=%s): every "
                                    "row's latent is N(0, I) marginally", f->base.type->name);
     nf_dist_destroy(&f->base);
-    char opts[128];
-    snprintf(opts, sizeof opts, "params=%d, init=%.17g, learn=%d", st->n_params, log(theta0 / (1 - theta0)),
-             st->learn);
+    char opts[160];
+    snprintf(opts, sizeof opts, "params=%d, init=%.17g, learn=%d, points=%zu", st->n_params,
+             log(theta0 / (1 - theta0)), alternating(st) ? 2 : st->learn, alternating(st) ? st->n : 0);
     int rc = nf_dist_create(&f->base, &nf_dist_dependent, dim, ctx_dim, "base", opts, m->P, m->S, NULL);
     if (rc != NF_OK) return nf_error_context(rc, "the dependent base");
+    if (alternating(st)) {
+        NF_TRY(nf_params_add(m->S, "dependence.update_schedule", 2, &st->sched_off));
+        m->S->value[st->sched_off + 1] = (nf_real)first_update(st);
+    }
     return NF_OK;
 }
 
-/* Hand the structure to the base; a fixed lambda keeps the whole kinship precision (O(b^2) batches). */
+/* Hand the structure to the base; a fixed or alternately updated lambda keeps the whole kinship
+ * precision (O(b^2) batches). */
 static int use_structure(nf_model *m, nf_dep *dep)
 {
     const dep_state *st = m->state;
-    if (dep->kind == NF_DEP_KINSHIP && !st->learn && dep->n <= 16384) NF_TRY(nf_dep_kinship_cache(dep, 1));
+    if (dep->kind == NF_DEP_KINSHIP && (!st->learn || alternating(st)) && dep->n <= 16384)
+        NF_TRY(nf_dep_kinship_cache(dep, 1));
     return nf_dist_dependent_attach(&m->flow->base, dep);
 }
 
@@ -80,7 +104,7 @@ static int alloc_model(nf_model **out)
 }
 
 int nf_model_dependent_create(nf_model **out, const char *spec, int dim, int ctx_dim, uint64_t seed, nf_dep *dep,
-                              double theta0, int learn)
+                              double theta0, int learn, int update_every)
 {
     *out = NULL;
     if (!dep) return nf_error(NF_EINVAL, "a dependent model needs a dependence structure");
@@ -88,6 +112,11 @@ int nf_model_dependent_create(nf_model **out, const char *spec, int dim, int ctx
         const char *what = dep->kind == NF_DEP_EQUI ? "rho" : "lambda";
         nf_dep_free(dep);
         return nf_error(NF_EINVAL, "starting %s %g (expected strictly between 0 and 1)", what, theta0);
+    }
+    if (update_every < 0 && update_every != NF_DEP_UPDATE_DOUBLING) {
+        nf_dep_free(dep);
+        return nf_error(NF_EINVAL, "updates every %d steps (expected at least 1, 0: by gradient, or doubling)",
+                        update_every);
     }
     nf_model *m;
     int rc = alloc_model(&m);
@@ -102,6 +131,7 @@ int nf_model_dependent_create(nf_model **out, const char *spec, int dim, int ctx
     st->n_params = dep->n_params;
     st->per_block = dep->per_block;
     st->learn = learn != 0;
+    st->update_every = st->learn ? update_every : 0;
     rc = build(m, spec, dim, ctx_dim, seed, theta0);
     if (rc == NF_OK) rc = use_structure(m, dep);
     if (rc != NF_OK) {
@@ -177,6 +207,39 @@ int nf_model_dependent_describe(const nf_model *m, nf_dep_kind *kind, size_t *n,
     return NF_OK;
 }
 
+int nf_model_dependent_update_every(const nf_model *m)
+{
+    return m->type == &nf_model_dependent && alternating(m->state) ? ((const dep_state *)m->state)->update_every : 0;
+}
+
+/* At the scheduled steps, once every point has a latent: theta = the maximiser of the joint of the
+ * latest latents with their scale profiled out (nf_dep_best_theta); a kinship lambda is kept unless
+ * it moved by more than NF_DEP_UPDATE_TOL (each change costs a rebuild of the n x n precision).  A
+ * failure (out of memory) leaves theta where it is and tries again next step.  The counters are
+ * floats in S: exact to 2^24 steps, after which the updates stop. */
+static void dependent_before_step(nf_model *m)
+{
+    dep_state *st = m->state;
+    if (!alternating(st) || !st->dep) return;
+    nf_real *sched = m->S->value + st->sched_off, *z, *u;
+    sched[0] += 1;
+    if (sched[0] < sched[1]) return;
+    const int p = m->flow->dim;
+    int complete;
+    if (nf_dist_dependent_latents(&m->flow->base, &z, &complete) != NF_OK || !complete) return; /* wait for all */
+    if (nf_dist_dependent_params(&m->flow->base, NULL, &u, NULL) != NF_OK) return;
+    double *theta = malloc((size_t)st->n_params * sizeof *theta);
+    if (!theta) return;
+    for (int k = 0; k < st->n_params; k++) theta[k] = 1 / (1 + exp(-(double)u[k]));
+    if (nf_dep_best_theta(st->dep, z, p, theta, NF_DEP_UPDATE_SWEEPS) == NF_OK) {
+        for (int k = 0; k < st->n_params; k++)
+            if (st->kind == NF_DEP_EQUI || fabs(theta[k] - 1 / (1 + exp(-(double)u[k]))) > NF_DEP_UPDATE_TOL)
+                u[k] = (nf_real)log(theta[k] / (1 - theta[k]));
+        sched[1] = st->update_every > 0 ? sched[0] + st->update_every : 2 * sched[0];
+    }
+    free(theta);
+}
+
 /* loss = -(1/b) sum_{i in B} [t_i + log|det J(x_i)|]: the base computes t_i from the batch's latents
  * and row indices, and its backward the estimator's dL/dz and dL/du; the flow chains the rest. */
 static int dependent_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
@@ -241,6 +304,7 @@ static int dependent_save(const nf_model *m, nf_h5 *f, const char *group)
         NF_TRY(nf_h5_attr_set_string(f, path, "source_file", st->src.path));
         NF_TRY(nf_h5_attr_set_string(f, path, "source_dataset", st->src.dataset));
     }
+    if (alternating(st)) NF_TRY(nf_h5_attr_set_int64(f, path, "update_every", st->update_every));
     return nf_h5_attr_set_int64(f, path, "learn", st->learn);
 }
 
@@ -267,6 +331,14 @@ static int load_parts(nf_model *m, nf_h5 *f, const char *group)
     st->n_params = (int)np;
     st->per_block = (int)pb;
     st->learn = (int)learn;
+    if (nf_h5_attr_exists(f, path, "update_every")) {
+        int64_t every;
+        NF_TRY(nf_h5_attr_get_int64(f, path, "update_every", &every));
+        if ((every < 1 && every != NF_DEP_UPDATE_DOUBLING) || every > 1 << 30)
+            return nf_error(NF_EFORMAT, "%s:%s: update_every %lld (expected 1..2^30, or %d: doubling)", nf_h5_path(f),
+                            path, (long long)every, NF_DEP_UPDATE_DOUBLING);
+        st->update_every = (int)every;
+    }
     st->src.kind = st->kind;
     st->src.per_block = st->per_block;
     if (nf_h5_attr_exists(f, path, "source_file")) {
@@ -353,6 +425,7 @@ const nf_model_type nf_model_dependent = {
     .loss = dependent_loss,
     .eval = dependent_eval,
     .init_data = dependent_init_data,
+    .before_step = dependent_before_step,
     .set_training = dependent_set_training,
     .save = dependent_save,
     .load = dependent_load,

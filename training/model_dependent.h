@@ -6,7 +6,8 @@
  *
  *   loss = -(1/b) sum_{i in B} [t_i + log|det J(x_i)|],   (n/b) sum t_i unbiased for log p_Sigma(Z),
  *
- * with rho (equi) or lambda (kinship) learned jointly through a sigmoid, or held fixed.  The trainer's
+ * with rho (equi) learned jointly through a sigmoid, lambda (kinship) learned by alternating exact
+ * updates from the latents of all rows (at steps 100, 200, 400, ...), or either held fixed.  The trainer's
  * batches carry the rows' indices in the training source, which are the structure's point indices:
  * the training source must hold the rows in the structure's order (no split of the dependent data:
  * validate on a separate i.i.d. set).  eval (the trainer's validation, nf eval) is the marginal
@@ -29,9 +30,20 @@ extern const nf_model_type nf_model_dependent;
 
 /* A flow (spec, whose base must be the standard normal, the default) on a dependent base for the
  * structure dep (the model takes ownership, also on failure).  theta0 in (0, 1) is the starting rho
- * or lambda of every parameter; learn = 0 holds it fixed. */
+ * or lambda of every parameter; learn = 0 holds it fixed.  A learned theta is set between the flow's
+ * steps to the maximiser of the joint of all rows' latest latents (model_dependent.c) at steps
+ * update_every, 2 update_every, ..., or with NF_DEP_UPDATE_DOUBLING at steps 100, 200, 400, 800, ...;
+ * update_every = 0 trains it by gradient with the flow instead.  An update that moves a kinship
+ * lambda by at most NF_DEP_UPDATE_TOL keeps the old value (saving a rebuild of the precision). */
+#define NF_DEP_UPDATE_DOUBLING (-1)
+#define NF_DEP_UPDATE_TOL 5e-3
+/* Per-block rho: the sweeps of coordinate ascent per update (nf_dep_best_theta), each update going on
+ * from the last one's rho. */
+#define NF_DEP_UPDATE_SWEEPS 3
 int nf_model_dependent_create(nf_model **m, const char *spec, int dim, int ctx_dim, uint64_t seed, nf_dep *dep,
-                              double theta0, int learn);
+                              double theta0, int learn, int update_every);
+/* The schedule of those updates: N, NF_DEP_UPDATE_DOUBLING, or 0 (fixed, or learned by gradient). */
+int nf_model_dependent_update_every(const nf_model *m);
 /* Attach a structure to a loaded model (the model takes ownership, also on failure): it must be of
  * the kind, size and parameter count the model was trained with. */
 int nf_model_dependent_attach(nf_model *m, nf_dep *dep);
