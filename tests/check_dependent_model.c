@@ -120,6 +120,30 @@ START_TEST(test_loss_unbiased_for_joint)
 }
 END_TEST
 
+/* Train m on the rows x (n x 2): batch 100, 1500 steps, Adam 2e-2 cosine; its (first) rho or lambda. */
+static double fit_theta(nf_model *m, const nf_real *x, size_t n)
+{
+    nf_source *src;
+    ck_assert_int_eq(nf_source_rows_wrap(&src, x, NULL, n, 2, 0), NF_OK);
+    ck_assert_int_eq(m->type->init_data(m, src), NF_OK);
+    nf_train_config c;
+    nf_train_config_init(&c);
+    c.batch = 100;
+    c.max_steps = 1500;
+    c.seed = 5;
+    c.optim.lr = 2e-2;
+    nf_schedule_init(&c.schedule, NF_SCHED_COSINE, 2e-2);
+    c.schedule.total = 1500;
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, m, &c, src, NULL), NF_OK);
+    ck_assert_msg(nf_trainer_run(t, NULL) == NF_OK, "%s", nf_strerror_last());
+    double theta;
+    ck_assert_int_eq(nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, &theta, 1), NF_OK);
+    nf_trainer_free(t);
+    nf_source_free(src);
+    return theta;
+}
+
 /* The exact maximum-likelihood rho of rows x (n x 2) under an affine flow (what "actnorm, lu" can
  * be): with the map and the offset profiled out, the joint is, up to a constant,
  *   -(n/2) log det M(rho) - (p/2) log det Sigma(rho),  M = X^T A X - (X^T A 1)(1^T A X) / 1^T A 1,
@@ -181,22 +205,7 @@ START_TEST(test_recovers_rho)
     ck_assert_int_eq(nf_dep_equi_create(&d, grp, (size_t)n, 0), NF_OK);
     nf_model *m;
     ck_assert_int_eq(nf_model_dependent_create(&m, "actnorm, lu", 2, 0, 3, d, 0.2, 1, every), NF_OK);
-    nf_source *src;
-    ck_assert_int_eq(nf_source_rows_wrap(&src, x, NULL, (size_t)n, 2, 0), NF_OK);
-    ck_assert_int_eq(m->type->init_data(m, src), NF_OK);
-    nf_train_config c;
-    nf_train_config_init(&c);
-    c.batch = 100;
-    c.max_steps = 1500;
-    c.seed = 5;
-    c.optim.lr = 2e-2;
-    nf_schedule_init(&c.schedule, NF_SCHED_COSINE, 2e-2);
-    c.schedule.total = 1500;
-    nf_trainer *t;
-    ck_assert_int_eq(nf_trainer_create(&t, m, &c, src, NULL), NF_OK);
-    ck_assert_msg(nf_trainer_run(t, NULL) == NF_OK, "%s", nf_strerror_last());
-    double theta;
-    ck_assert_int_eq(nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, &theta, 1), NF_OK);
+    double theta = fit_theta(m, x, (size_t)n);
     if (getenv("NF_TEST_VERBOSE")) fprintf(stderr, "learned rho %g (true %g), updates %d\n", theta, rho, every);
     ck_assert_msg(fabs(theta - rho) < 0.08, "learned rho %g (true %g), updates %d", theta, rho, every);
     if (every) {
@@ -207,8 +216,6 @@ START_TEST(test_recovers_rho)
         ck_assert_msg(fabs(theta - mle) < 0.01, "learned rho %g, maximum-likelihood rho %g", theta, mle);
         nf_dep_free(d2);
     }
-    nf_trainer_free(t);
-    nf_source_free(src);
     nf_model_free(m);
     free(grp), free(x), free(g), free(e);
 }
@@ -254,22 +261,7 @@ START_TEST(test_recovers_lambda)
     int learned;
     ck_assert_int_eq(nf_dist_dependent_params(&m->flow->base, NULL, &u, &learned), NF_OK);
     ck_assert_int_eq(learned, 2); /* set between steps, not by gradient */
-    nf_source *src;
-    ck_assert_int_eq(nf_source_rows_wrap(&src, x, NULL, n, 2, 0), NF_OK);
-    ck_assert_int_eq(m->type->init_data(m, src), NF_OK);
-    nf_train_config c;
-    nf_train_config_init(&c);
-    c.batch = 100;
-    c.max_steps = 1500;
-    c.seed = 5;
-    c.optim.lr = 2e-2;
-    nf_schedule_init(&c.schedule, NF_SCHED_COSINE, 2e-2);
-    c.schedule.total = 1500;
-    nf_trainer *t;
-    ck_assert_int_eq(nf_trainer_create(&t, m, &c, src, NULL), NF_OK);
-    ck_assert_msg(nf_trainer_run(t, NULL) == NF_OK, "%s", nf_strerror_last());
-    double theta;
-    ck_assert_int_eq(nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, &theta, 1), NF_OK);
+    double theta = fit_theta(m, x, n);
     if (getenv("NF_TEST_VERBOSE")) fprintf(stderr, "learned lambda %g (true %g)\n", theta, lambda);
     ck_assert_msg(fabs(theta - lambda) < 0.08, "learned lambda %g (true %g)", theta, lambda);
     const nf_param_slice *sl = nf_params_find(m->S, "dependence.update_schedule");
@@ -277,8 +269,6 @@ START_TEST(test_recovers_lambda)
     ck_assert_msg(m->S->value[sl->offset] == 1500 && m->S->value[sl->offset + 1] == 1600,
                   "steps %g, next update %g (expected 1500, 1600)", (double)m->S->value[sl->offset],
                   (double)m->S->value[sl->offset + 1]);
-    nf_trainer_free(t);
-    nf_source_free(src);
     nf_model_free(m);
     free(B), free(e), free(x), free(K), free(L);
 }
