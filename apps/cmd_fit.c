@@ -97,9 +97,9 @@ static const char *const FIT_HELP_DEP =
     "  --lambda L            kinship: lambda, held fixed                              [0.5]\n"
     "  --learn-lambda        kinship: learn lambda, starting at --lambda\n"
     "  --update-every N      a learned rho or lambda is set to the best value for the latest latents\n"
-    "                        of all rows every N steps (default: rho every 100; lambda at steps 100,\n"
-    "                        200, 400, ..., as a new lambda costs an n x n rebuild); 0: trained by\n"
-    "                        gradient with the flow instead\n";
+    "                        of all rows every N steps, rho every N/10 in the first 5N (default:\n"
+    "                        rho N = 100; lambda at steps 100, 200, 400, ..., as a new lambda costs\n"
+    "                        an n x n rebuild); 0: trained by gradient with the flow instead\n";
 /* The rest of the help: one literal of it all would pass the 4095 characters C99 promises. */
 static const char *const FIT_HELP_END =
     "\n"

@@ -101,6 +101,9 @@ static void print_dependence(const nf_model *m)
     int every = nf_model_dependent_update_every(m);
     if (every == NF_DEP_UPDATE_DOUBLING)
         printf("                %s updated at steps 100, 200, 400, ... from the latents of all rows\n", name);
+    else if (every > 0 && kind == NF_DEP_EQUI)
+        printf("                %s updated every %d steps (every %d in the first %d) from the latents of all rows\n",
+               name, every, every >= 10 ? every / 10 : 1, 5 * every);
     else if (every > 0)
         printf("                %s updated every %d steps from the latents of all rows\n", name, every);
     else if (learned)

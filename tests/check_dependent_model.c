@@ -209,6 +209,11 @@ START_TEST(test_recovers_rho)
     if (getenv("NF_TEST_VERBOSE")) fprintf(stderr, "learned rho %g (true %g), updates %d\n", theta, rho, every);
     ck_assert_msg(fabs(theta - rho) < 0.08, "learned rho %g (true %g), updates %d", theta, rho, every);
     if (every) {
+        const nf_param_slice *sl = nf_params_find(m->S, "dependence.update_schedule");
+        ck_assert_ptr_nonnull(sl);
+        ck_assert_msg(m->S->value[sl->offset] == 1500 && m->S->value[sl->offset + 1] == 1600,
+                      "steps %g, next update %g (expected 1500, 1600)", (double)m->S->value[sl->offset],
+                      (double)m->S->value[sl->offset + 1]);
         nf_dep *d2;
         ck_assert_int_eq(nf_dep_equi_create(&d2, grp, (size_t)n, 0), NF_OK);
         double mle = affine_mle_rho(d2, x);
