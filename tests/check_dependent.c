@@ -386,6 +386,35 @@ static void check_unbiased(nf_dep *d, const nf_real *u, int b, int p)
     free(Z), free(zb), free(t);
 }
 
+/* rho -> 0 and lambda -> 1 are ordinary i.i.d. training: Sigma -> I, so each term of the estimator
+ * is the standard normal log-density of its latent (u = -/+ 30: theta within 1e-13 of the limit). */
+START_TEST(test_iid_limits)
+{
+    const int b = 5, p = 3;
+    nf_real z[15], t[5];
+    nf_test_fill_normal(z, 15, 1.3, 61);
+    size_t idx[] = {4, 0, 7, 2, 5};
+    size_t n = 9;
+    double *K = kinship_matrix(n, 6, 41);
+    for (int kind = 0; kind < 2; kind++) {
+        nf_dep *d;
+        nf_real u = kind == 0 ? -30 : 30;
+        if (kind == 0) ck_assert_int_eq(nf_dep_equi_create(&d, groups, NG, 0), NF_OK);
+        else ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+        ck_assert_int_eq(nf_dep_batch_log_prob(d, &u, t, z, idx, b, p), NF_OK);
+        for (int i = 0; i < b; i++) {
+            double q = 0;
+            for (int j = 0; j < p; j++) q += (double)z[i * p + j] * z[i * p + j];
+            double iid = -0.5 * q - 0.5 * p * log(2 * M_PI);
+            ck_assert_msg(fabs(t[i] - iid) < 1e-5 * (1 + fabs(iid)), "%s: term %d is %.9g, i.i.d. %.9g",
+                          kind ? "lambda -> 1" : "rho -> 0", i, (double)t[i], iid);
+        }
+        nf_dep_free(d);
+    }
+    free(K);
+}
+END_TEST
+
 START_TEST(test_unbiased)
 {
     nf_dep *d;
@@ -593,6 +622,7 @@ static Suite *dependent_suite(void)
     tcase_add_test(tc, test_best_theta_blocks);
     tcase_add_test(tc, test_theta_derivatives);
     tcase_add_test(tc, test_joint_log_prob);
+    tcase_add_test(tc, test_iid_limits);
     tcase_add_test(tc, test_unbiased);
     tcase_add_test(tc, test_batch_gradients);
     tcase_add_test(tc, test_flow_base);
