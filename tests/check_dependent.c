@@ -2,8 +2,10 @@
  * block-equicorrelation and kinship log-determinants and precisions against GSL's Cholesky of the dense
  * Sigma, their theta-derivatives against finite differences, the joint log-likelihood against the dense
  * formula, unbiasedness of the minibatch estimator (its mean over every batch of a small n equals the
- * joint log-likelihood), the alternating update's lambda against a scan of the profiled joint, finite-difference gradients of the estimator with respect to the latents and
- * the parameters (alone and as a flow's base, through the flow), and the errors for a kinship matrix
+ * joint log-likelihood), rho -> 0 and lambda -> 1 giving the i.i.d. terms, the alternating update's
+ * lambda and rho (shared and per block) against scans of the profiled joint, finite-difference
+ * gradients of the estimator with respect to the latents and the parameters (alone and as a flow's
+ * base, through the flow), and the errors for a kinship matrix
  * that is not square, of the wrong size, not symmetric or not positive semi-definite. */
 #include <check.h>
 #include <gsl/gsl_linalg.h>
@@ -254,7 +256,8 @@ START_TEST(test_best_theta_blocks)
         for (int g = 1; g < 1000; g++) {
             t[b] = g * 1e-3;
             double v = profiled_joint(d, t, Z, n, p, col);
-            ck_assert_msg(v <= at + 1e-6 * fabs(at), "block %d: rho %.3f gives %.9g > %.9g at %.6f", b, t[b], v, at, got[b]);
+            ck_assert_msg(v <= at + 1e-6 * fabs(at), "block %d: rho %.3f gives %.9g > %.9g at %.6f", b, t[b], v, at,
+                          got[b]);
         }
     }
     free(Z), free(col), free(grp);

@@ -48,8 +48,8 @@ static void dependent_destroy(nf_model *m)
  * left for the flow to take up in the following steps).  By gradient, a minibatch sees few pairs of
  * a block or of relatives, and theta creeps along the ridge between itself and the latents' scale:
  * rho per block barely left its start 0.5 in 3000 steps on dependent-crescent (true 0.5-0.99), and
- * the fit was worse than an i.i.d. one (bench/RESULTS.md).  Latents, theta and the step count live in the state store, so a
- * checkpoint resumes the same sequence of updates. */
+ * the fit was worse than an i.i.d. one (bench/RESULTS.md).  Latents, theta and the step count live in
+ * the state store, so a checkpoint resumes the same sequence of updates. */
 static int alternating(const dep_state *st) { return st->learn && st->update_every != 0; }
 /* The step of the update after the one at `step` (0: the first): every update_every steps, except
  * that a rho (cheap to update) is updated ten times as often in the first 5 update_every steps: while
@@ -240,12 +240,14 @@ static void dependent_before_step(nf_model *m)
     int complete;
     if (nf_dist_dependent_latents(&m->flow->base, &z, &complete) != NF_OK || !complete) return; /* wait for all */
     if (nf_dist_dependent_params(&m->flow->base, NULL, &u, NULL) != NF_OK) return;
-    double *theta = malloc((size_t)st->n_params * sizeof *theta);
+    const int np = st->n_params;
+    double *theta = malloc(2 * (size_t)np * sizeof *theta), *old = theta + np;
     if (!theta) return;
-    for (int k = 0; k < st->n_params; k++) theta[k] = 1 / (1 + exp(-(double)u[k]));
+    nf_dep_theta(st->dep, u, old);
+    memcpy(theta, old, (size_t)np * sizeof *theta);
     if (nf_dep_best_theta(st->dep, z, p, theta, NF_DEP_UPDATE_SWEEPS) == NF_OK) {
-        for (int k = 0; k < st->n_params; k++)
-            if (st->kind == NF_DEP_EQUI || fabs(theta[k] - 1 / (1 + exp(-(double)u[k]))) > NF_DEP_UPDATE_TOL)
+        for (int k = 0; k < np; k++)
+            if (st->kind == NF_DEP_EQUI || fabs(theta[k] - old[k]) > NF_DEP_UPDATE_TOL)
                 u[k] = (nf_real)log(theta[k] / (1 - theta[k]));
         sched[1] = (nf_real)next_update(st, sched[0]);
     }

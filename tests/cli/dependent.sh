@@ -45,7 +45,8 @@ check "info names the kind and the learned rho ($rho)" \
     bash -c "grep -q 'kind  *dependent' '$T/out' && grep -q 'tr.h5:/group' '$T/out' && [ -n '$rho' ]"
 check "the learned rho moved off its start 0.5 into (0, 1): $rho" \
     awk -v r="$rho" 'BEGIN { exit !(r > 0 && r < 1 && (r - 0.5 > 0.02 || 0.5 - r > 0.02)) }'
-check "info: rho updated every 100 steps, every 10 in the first 500" grep -q 'rho updated every 100 steps (every 10 in the first 500) from the latents of all rows' "$T/out"
+check "info: rho updated every 100 steps, every 10 in the first 500" \
+    grep -q 'rho updated every 100 steps (every 10 in the first 500) from the latents of all rows' "$T/out"
 # a fit shorter than one pass over the rows: not every row has a latent yet, and the file still opens
 nfrun fit tr.h5 --dependence equi --val va.h5 --steps 5 --batch 100 --quiet -o early.h5 2>"$T/err"
 rc=$?
