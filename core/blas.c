@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/blas_avx512.h"
+#include "core/simd.h"
 #include "core/threads.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -161,3 +162,14 @@ void nf_gemv(int transA, int M, int N, nf_real alpha, const nf_real *A, int lda,
 }
 
 void nf_axpy(int n, nf_real alpha, const nf_real *x, nf_real *y) { AXPY(n, alpha, x, 1, y, 1); }
+
+static NF_SIMD_CLONES void add_row_sums_simd(nf_real *d, const nf_real *x, int64_t n, int w)
+{
+    for (int64_t t = 0; t < n; t++) {
+        const nf_real *row = x + (size_t)t * w;
+#pragma omp simd
+        for (int j = 0; j < w; j++) d[j] += row[j];
+    }
+}
+
+void nf_add_row_sums(nf_real *d, const nf_real *x, int64_t n, int w) { add_row_sums_simd(d, x, n, w); }

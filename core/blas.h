@@ -43,6 +43,8 @@
 #ifndef NF_BLAS_H
 #define NF_BLAS_H
 
+#include <stdint.h>
+
 #include "core/error.h"
 
 void nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
@@ -52,6 +54,10 @@ void nf_gemv(int transA, int M, int N, nf_real alpha, const nf_real *A, int lda,
              nf_real beta, nf_real *y);
 /* y += alpha * x */
 void nf_axpy(int n, nf_real alpha, const nf_real *x, nf_real *y);
+/* d (w) += the sum of the rows of x (n rows of w, row-major), added row after row: the bias gradient
+ * of a layer (1^T X).  Vectorised across the w columns (core/simd.h), the same sums as the plain
+ * double loop. */
+void nf_add_row_sums(nf_real *d, const nf_real *x, int64_t n, int w);
 /* Threads for one product (n >= 1; n <= 0 restores the default, omp_get_max_threads()). */
 void nf_blas_set_threads(int n);
 int nf_blas_get_threads(void);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/blas.h"
+#include "nn/nn.h"
 
 typedef struct convnet_ws {
     nf_real *a1, *a2, *g2, *g1, *cb, *scratch;
@@ -69,19 +70,6 @@ size_t nf_convnet_workspace(const nf_convnet *m, int n, int h, int w)
     return 4 * pixels(n, h, w) * m->cfg.hidden + (m->cfg.ctx > 0 ? (size_t)n * m->cfg.hidden : 0) + s;
 }
 
-/* a = max(z, 0) in place. */
-static void relu(nf_real *a, size_t count)
-{
-    for (size_t i = 0; i < count; i++) a[i] = a[i] > 0 ? a[i] : 0;
-}
-
-/* g *= [a > 0]: the ReLU derivative from its output. */
-static void relu_mask(nf_real *g, const nf_real *a, size_t count)
-{
-    for (size_t i = 0; i < count; i++)
-        if (!(a[i] > 0)) g[i] = 0;
-}
-
 /* forward:  z1 = conv_in(x) + (ctx_b Wc^T at every pixel of image b),  a1 = relu(z1),
  *           a2 = relu(conv_mid(a1)),  y = conv_out(a2). */
 void nf_convnet_forward(const nf_convnet *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
@@ -101,9 +89,9 @@ void nf_convnet_forward(const nf_convnet *m, const nf_params *P, nf_real *ws, nf
                 for (int c = 0; c < H; c++) z[p * H + c] += cbb[c];
         }
     }
-    relu(l.a1, rh);
+    nf_act_forward(NF_ACT_RELU, l.a1, l.a1, rh); /* in place; the shared kernel is branch-free and vectorised */
     nf_conv2d_forward(&m->mid, P, l.scratch, l.a2, l.a1, n, h, w);
-    relu(l.a2, rh);
+    nf_act_forward(NF_ACT_RELU, l.a2, l.a2, rh);
     nf_conv2d_forward(&m->out, P, l.scratch, y, l.a2, n, h, w);
 }
 
@@ -119,10 +107,10 @@ void nf_convnet_backward(const nf_convnet *m, nf_params *P, nf_real *ws, nf_real
     convnet_ws l = layout(m, ws, n, h, w);
     memset(l.g2, 0, rh * sizeof *l.g2);
     nf_conv2d_backward(&m->out, P, l.scratch, l.g2, dy, l.a2, n, h, w);
-    relu_mask(l.g2, l.a2, rh);
+    nf_act_backward_ex(NF_ACT_RELU, 0, l.g2, l.g2, l.a2, l.a2, rh, 0); /* g2 *= [a2 > 0] */
     memset(l.g1, 0, rh * sizeof *l.g1);
     nf_conv2d_backward(&m->mid, P, l.scratch, l.g1, l.g2, l.a1, n, h, w);
-    relu_mask(l.g1, l.a1, rh);
+    nf_act_backward_ex(NF_ACT_RELU, 0, l.g1, l.g1, l.a1, l.a1, rh, 0);
     if (C > 0 && ctx) {
         for (int b = 0; b < n; b++) {
             nf_real *s = l.cb + (size_t)b * H;

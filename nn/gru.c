@@ -336,16 +336,6 @@ static void backward_part(void *arg, int part, int nparts)
 
 /* ---------------------------------------------------------------- the layer */
 
-/* d (w) += the sum of the rows of x (n, w), in row order. */
-static NF_SIMD_CLONES void column_sums(nf_real *d, const nf_real *x, int64_t n, int w)
-{
-    for (int64_t t = 0; t < n; t++) {
-        const nf_real *row = x + (size_t)t * w;
-#pragma omp simd
-        for (int j = 0; j < w; j++) d[j] += row[j];
-    }
-}
-
 /* The cells of n independent rows (nf_gru_step). */
 static NF_SIMD_CLONES void rows_forward(const nf_gru *g, const nf_params *P, nf_real *a, nf_real *gg, const nf_real *h,
                                         nf_real *h_new, int n)
@@ -422,8 +412,8 @@ void nf_gru_backward(const nf_gru *g, nf_params *P, nf_real *ws, nf_real *dx, co
                 row += H;
             }
         }
-    column_sums(P->grad + g->b_ih, J.a, T, H3);
-    column_sums(P->grad + g->b_hh, J.gg, T, H3);
+    nf_add_row_sums(P->grad + g->b_ih, J.a, T, H3);
+    nf_add_row_sums(P->grad + g->b_hh, J.gg, T, H3);
     nf_gemm(1, 0, H3, I, (int)T, 1, J.a, H3, x, I, 1, P->grad + g->w_ih, I);
     if (dx) nf_gemm(0, 0, (int)T, I, H3, 1, J.a, H3, P->value + g->w_ih, I, 1, dx, I);
     nf_gemm(1, 0, H3, H, (int)T, 1, J.gg, H3, J.hp, H, 1, P->grad + g->w_hh, H);
