@@ -9,7 +9,8 @@
 # Environment: NF (the nf binary, build/float/nf), IMG_SETS ("digits shapes16": nf data make digits,
 # 8x8 with 17 levels, and nf data make shapes --size 16), IMG_ARCHS ("glow tarflow"), IMG_THREADS
 # ("1 2"), IMG_ROUNDS (3), IMG_STEPS (16), IMG_BATCH (64), IMG_MODEL (extra model flags for both, e.g.
-# "--hidden 32" or "--width 128"), IMG_OUT (the JSON lines, bench/out/image_speed.jsonl).
+# "--hidden 32" or "--width 128"), IMG_OUT (the JSON lines, bench/out/image_speed.jsonl), IMG_PY (the
+# Python with torch and h5py, /usr/bin/python3).
 #
 # nf: two fits, WARM = 2 and WARM + STEPS steps (--val-frac 0: every image trains, no validation,
 # no checkpoint), timed from outside; one step costs the difference over STEPS, so start-up,
@@ -20,7 +21,7 @@
 set -u
 cd "$(dirname "$0")/.."
 NF=${NF:-build/float/nf}
-PY=/usr/bin/python3
+PY=${IMG_PY:-/usr/bin/python3}   # IMG_PY=python3: the pip PyTorch instead of Debian's 1.13
 SETS=${IMG_SETS:-digits shapes16}
 ARCHS=${IMG_ARCHS:-glow tarflow}
 THREADS=${IMG_THREADS:-1 2}
