@@ -27,7 +27,8 @@
  * (the point-process decoder) the rows run as loops over the components that the compiler
  * vectorises (gmm_row1, with a polynomial exp).  log_prob keeps the Theta of all its rows, and a
  * backward on byte-identical contexts and parameters reuses it instead of a second product (the
- * memo, below).  Scratch (per-part tables, the memo) grows with the batch or the thread count and is
+ * memo, below); with D = 1 log_prob keeps each row's gradient of log p instead, which the backward
+ * only scales (its 3K exponentials are not computed twice).  Scratch (per-part tables, the memo) grows with the batch or the thread count and is
  * kept; nothing else is allocated per call.  Unconditional calls use one set of tables in the
  * state; one instance must not be used from two threads at once.
  */
@@ -74,7 +75,9 @@ typedef struct {
     int chunk;         /* rows per block of a conditional pass */
     nf_real *theta;    /* (chunk, ntheta) a block's parameters; conditional only */
     nf_real *dtheta;   /* (chunk, ntheta) a block's dL/dtheta */
-    nf_real *memo;     /* (memo_cap, ntheta) Theta of every row of the last conditional log_prob */
+    nf_real *memo;     /* (memo_cap, ntheta) Theta of every row of the last conditional log_prob;
+                        * for D = 1, each row's dlog p/dtheta instead (see gmm_rows1_part) */
+    nf_real *memo_gy;  /* (memo_cap) for D = 1: each row's dlog p/dz */
     nf_real *memo_ctx; /* (memo_cap, C) the contexts it came from */
     nf_real *memo_par; /* (ntheta + m C) the a, mu, s and W it came from */
     int memo_cap, memo_n;  /* rows held; memo_n 0: none */
@@ -107,6 +110,7 @@ static void gmm_destroy(nf_dist *d)
     free(st->theta);
     free(st->dtheta);
     free(st->memo);
+    free(st->memo_gy);
     free(st->memo_ctx);
     free(st->memo_par);
     free(st->acc);
@@ -364,7 +368,8 @@ static void gmm_theta_block_backward(nf_dist *d, const nf_real *ctx, nf_real *dc
 
 /* ---- the Theta of the last log_prob, kept for its backward ----
  * Training calls log_prob, then backward with the same contexts and parameters: backward then reads
- * the Theta of every row from the memo instead of a second product.  It is used only when the
+ * the Theta of every row from the memo instead of a second product (for D = 1, the rows' gradients
+ * themselves: gmm_rows1_part).  It is used only when the
  * contexts and the parameters (a, mu, s, W) are byte for byte those log_prob saw (compared, not
  * assumed: callers reuse their buffers), so results are the same with or without it; above
  * GMM_MEMO_BYTES, or when memory is short, there is none. */
@@ -390,10 +395,12 @@ static int gmm_memo_reserve(nf_dist *d, int n)
     if (n <= 0 || (size_t)n * (st->ntheta + C) * sizeof(nf_real) > GMM_MEMO_BYTES) return 0;
     if (n <= st->memo_cap) return 1;
     free(st->memo);
+    free(st->memo_gy);
     free(st->memo_ctx);
     st->memo = malloc((size_t)n * st->ntheta * sizeof(nf_real));
+    st->memo_gy = malloc((size_t)n * sizeof(nf_real));
     st->memo_ctx = malloc((size_t)n * C * sizeof(nf_real));
-    st->memo_cap = st->memo && st->memo_ctx ? n : 0;
+    st->memo_cap = st->memo && st->memo_gy && st->memo_ctx ? n : 0;
     return st->memo_cap > 0;
 }
 
@@ -449,6 +456,7 @@ typedef struct {
     const nf_real *w;       /* (rows) dL/dvalue (gradient passes) */
     nf_real *out;           /* (rows) values (value passes) */
     nf_real *dz;            /* (rows, D) or NULL (gradient passes) */
+    nf_real *unit, *unit_gy; /* D = 1: the memo's rows, (rows, ntheta) and (rows): see gmm_rows1_part */
     int bad[NF_THREADS_MAX]; /* first non-finite row of each part, -1 for none */
 } gmm_job;
 
@@ -527,13 +535,14 @@ GMM_INLINE double gmm_exp(double x)
 
 /* A row with D = 1, theta = (a, mu, s) (K each), y the latent: the terms of its components
  *   c_k = a_k - s_k - u_k^2 / 2,  u_k = (y - mu_k) e^{-s_k}        (into c, with e^{-s_k} into isc)
- * and log p(y) = lse_k c_k - lse_k a_k - 1/2 log 2pi.  With grad, also (w = dL/dlog p)
- *   dL/da_k = w (r_k - pi_k),  dL/dmu_k = w r_k u_k e^{-s_k},  dL/ds_k = w r_k (u_k^2 - 1),
- *   dL/dy = -sum_k w r_k u_k e^{-s_k},
+ * and log p(y) = lse_k c_k - lse_k a_k - 1/2 log 2pi.  With grad, also its gradient
+ *   dlog p/da_k = r_k - pi_k,  dlog p/dmu_k = r_k u_k e^{-s_k},  dlog p/ds_k = r_k (u_k^2 - 1),
+ *   dlog p/dy = -sum_k r_k u_k e^{-s_k},
  * r_k = e^{c_k - max c} / sum_l e^{c_l - max c}, pi_k = e^{a_k - max a} / sum_l e^{a_l - max a}:
- * the gradient into dth (3K, the row of dTheta), dL/dy returned through *gy.  3K exponentials. */
-GMM_INLINE double gmm_row1(const gmm_tables *t, int K, const nf_real *th, double y, int grad, double w,
-                           nf_real *dth, double *gy)
+ * into dth (3K, rounded to nf_real; dth may be th itself: entry k of each third is read before it is
+ * written, in the same iteration), dlog p/dy through *gy.  3K exponentials. */
+GMM_INLINE double gmm_row1(const gmm_tables *t, int K, const nf_real *th, double y, int grad, nf_real *dth,
+                           double *gy)
 {
     const nf_real *a = th, *mu = th + K, *s = th + 2 * K;
     double *c = t->c, *isc = t->isc, *pi = t->pi;
@@ -558,7 +567,7 @@ GMM_INLINE double gmm_row1(const gmm_tables *t, int K, const nf_real *th, double
     }
     const double lp = cmax + log(sum) - (amax + log(za)) - NF_HALF_LOG_2PI;
     if (!grad) return lp;
-    const double ws = w / sum, wa = w / za;
+    const double ws = 1 / sum, wa = 1 / za;
     double gz = 0;
 #pragma omp simd reduction(+ : gz)
     for (int k = 0; k < K; k++) {
@@ -578,20 +587,36 @@ static NF_SIMD_CLONES void gmm_rows1_part(void *arg, int part, int nparts)
     gmm_job *J = arg;
     gmm_state *st = J->st;
     const gmm_tables *t = &st->part[part];
-    const int K = st->K, grad = J->pass == GMM_LOGP_GRAD;
+    const int K = st->K;
     const size_t nt = st->ntheta;
     const int lo = (int)((long)J->rows * part / nparts), hi = (int)((long)J->rows * (part + 1) / nparts);
     J->bad[part] = -1;
     for (int i = lo; i < hi; i++) {
-        double gy = 0;
-        const double v = gmm_row1(t, K, J->theta + (size_t)i * nt, J->z[i], grad, grad ? J->w[i] : 0,
-                                  st->dtheta + (size_t)i * nt, &gy);
-        if (grad) {
-            if (J->dz) J->dz[i] += (nf_real)gy;
-        } else {
+        const nf_real *th = J->theta + (size_t)i * nt;
+        if (J->pass == GMM_LOGP) {
+            double gy = 0;
+            const double v = gmm_row1(t, K, th, J->z[i], J->unit != NULL, J->unit ? J->unit + (size_t)i * nt : NULL, &gy);
+            if (J->unit) J->unit_gy[i] = (nf_real)gy;
             J->out[i] = (nf_real)v;
             if (!isfinite(v) && J->bad[part] < 0) J->bad[part] = i;
+            continue;
         }
+        /* gradient: w times the row's dlog p/dtheta and dlog p/dy, from the memo when log_prob left
+         * them there, else computed here the same way (so the results do not depend on the memo) */
+        nf_real *dth = st->dtheta + (size_t)i * nt, gy1;
+        const nf_real *unit = dth;
+        if (J->unit) {
+            unit = J->unit + (size_t)i * nt;
+            gy1 = J->unit_gy[i];
+        } else {
+            double gy = 0;
+            gmm_row1(t, K, th, J->z[i], 1, dth, &gy);
+            gy1 = (nf_real)gy;
+        }
+        const double w = J->w[i];
+#pragma omp simd
+        for (size_t q = 0; q < nt; q++) dth[q] = (nf_real)(w * unit[q]);
+        if (J->dz) J->dz[i] += (nf_real)(w * gy1);
     }
 }
 
@@ -615,11 +640,14 @@ static int gmm_ctx_pass(nf_dist *d, gmm_pass pass, double sign, nf_real *out, nf
         const int r = n - i0 < st->chunk ? n - i0 : st->chunk;
         nf_real *th = fill || hit ? st->memo + (size_t)i0 * st->ntheta : st->theta;
         if (!hit) gmm_theta_block(d, ctx + (size_t)i0 * C, r, th);
+        const int one = D == 1 && (pass == GMM_LOGP || pass == GMM_LOGP_GRAD);
+        /* D = 1 with a memo: log_prob replaces each row's Theta there by its gradient, which the
+         * backward scales (no second pass over the exponentials) */
         gmm_job J = {.st = st, .pass = pass, .theta = th, .rows = r, .D = D, .sign = sign, .z = z + (size_t)i0 * D,
                      .w = grad ? dval + i0 : NULL, .out = grad ? NULL : out + i0,
-                     .dz = dz ? dz + (size_t)i0 * D : NULL};
+                     .dz = dz ? dz + (size_t)i0 * D : NULL,
+                     .unit = one && (fill || hit) ? th : NULL, .unit_gy = one && (fill || hit) ? st->memo_gy + i0 : NULL};
         const int parts = threads < r ? threads : r;
-        const int one = D == 1 && (pass == GMM_LOGP || pass == GMM_LOGP_GRAD);
         nf_threads_run(threads, parts, one ? gmm_rows1_part : gmm_rows_part, &J);
         for (int p = 0; p < parts && *bad < 0; p++)
             if (J.bad[p] >= 0 && !grad) *bad = i0 + J.bad[p];
