@@ -34,6 +34,7 @@ check "nf --version names the version, precision, matrix kernel and MPI ($v)" ba
 # the kernel follows the CPU (cpuid) and NF_KERNEL; the same binary runs without AVX-512.  Under
 # NF_WRAP (valgrind) nf runs on the wrapper's emulated CPU, which /proc/cpuinfo does not describe.
 if grep -qw avx512f /proc/cpuinfo; then want=nf-avx512; else want="openblas (this CPU has no AVX-512)"; fi
+case "${NF_KERNEL:-}" in blas | openblas) want="openblas (NF_KERNEL=blas)" ;; esac
 if [ -n "${NF_WRAP:-}" ]; then
     skip "nf --version under NF_WRAP: the kernel follows the wrapper's CPU, not /proc/cpuinfo"
 else

@@ -121,7 +121,7 @@ check "info names the variational dequantisation" \
 "$NF" image fit digits.train.h5 "${VD[@]}" --steps 800 --patience 0 --checkpoint-every 10 -o vr.h5 2>"$T/bg.err" &
 pid=$!
 BG_PIDS="$BG_PIDS $pid"
-sleep 1
+wait_for_file vr.h5 "$pid"
 kill -TERM "$pid" 2>/dev/null
 wait_bg "$pid" 60
 st=$?
@@ -147,7 +147,7 @@ check "fit --help shows --dequant with its default" grep -q -- '--dequant KIND .
 "$NF" image fit digits.train.h5 "${GLOW[@]}" --steps 3000 --patience 0 --checkpoint-every 10 -o r.h5 2>"$T/bg.err" &
 pid=$!
 BG_PIDS="$BG_PIDS $pid"
-sleep 1
+wait_for_file r.h5 "$pid"
 kill -TERM "$pid" 2>/dev/null
 wait_bg "$pid" 60
 st=$?

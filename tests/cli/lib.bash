@@ -66,6 +66,13 @@ finish() {
 # wait_bg PID LIMIT waits, killing PID with SIGKILL if it runs LIMIT seconds longer, and returns
 # its exit status.
 bg_forget() { BG_PIDS=$(echo " $BG_PIDS " | sed "s/ $1 / /g"); }
+# wait_for_file FILE PID: until FILE exists (a fit's first checkpoint: its signal handler is in
+# place, so SIGTERM now stops it with exit 130) or PID has ended, at most NF_CLI_TIMEOUT seconds.
+# A fixed sleep instead signalled nf before its handler on a loaded machine or under valgrind.
+wait_for_file() {
+    local n=$((${NF_CLI_TIMEOUT:-120} * 40))
+    while [ "$n" -gt 0 ] && [ ! -e "$1" ] && kill -0 "$2" 2>/dev/null; do sleep 0.025; n=$((n - 1)); done
+}
 wait_bg() {
     local pid=$1 limit=$2 dog st
     (

@@ -139,8 +139,9 @@ killed_run() {
     mpirun --oversubscribe -np 2 "$NF" "$@" 2>"$T/errk" &
     mpid=$!
     BG_PIDS="$BG_PIDS $mpid"
-    for _ in $(seq 1 200); do [ -f "$out" ] && break; sleep 0.05; done
-    sleep 0.2
+    # at once: a causal stage lasts about 0.1 s on a fast machine (a further 0.2 s sleep here let the
+    # whole run finish before the kill, 2026-12-04)
+    wait_for_file "$out" "$mpid"
     kids=$(pgrep -P "$mpid") # the processes (the children of mpirun), not mpirun
     # shellcheck disable=SC2086
     kill -9 $kids 2>/dev/null

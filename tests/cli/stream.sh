@@ -28,7 +28,7 @@ LONG=(--flow maf --layers 2 --hidden 16 --steps 3000 --batch 64 --eval-every 100
 "$NF" fit g.h5 "${LONG[@]}" --stream -o r.h5 2>"$T/bg.err" &
 pid=$!
 BG_PIDS="$BG_PIDS $pid"
-sleep 0.5
+wait_for_file r.h5 "$pid"
 kill -TERM "$pid" 2>/dev/null
 wait_bg "$pid" 20
 st=$?

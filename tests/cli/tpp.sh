@@ -46,7 +46,7 @@ check "nf eval of a tpp model names the kind and nf tpp" bash -c "[ $rc != 0 ] &
 "$NF" tpp fit pois.h5 "${FIT[@]}" --steps 2000 --patience 0 -o r.h5 2>"$T/bg.err" &
 pid=$!
 BG_PIDS="$BG_PIDS $pid"
-sleep 0.6
+wait_for_file r.h5 "$pid"
 kill -TERM "$pid" 2>/dev/null
 wait_bg "$pid" 30
 st=$?

@@ -77,7 +77,7 @@ done
 "$NF" video fit balls.train.h5 "${VID[@]}" --steps 600 --patience 0 --checkpoint-every 10 -o r.h5 2>"$T/bg.err" &
 pid=$!
 BG_PIDS="$BG_PIDS $pid"
-sleep 1
+wait_for_file r.h5 "$pid"
 kill -TERM "$pid" 2>/dev/null
 wait_bg "$pid" 60
 st=$?
@@ -152,7 +152,7 @@ stage_of() { # the stage a checkpoint is in, from the scale of its best validati
     2>"$T/bg.err" &
 pid=$!
 BG_PIDS="$BG_PIDS $pid"
-sleep 1
+wait_for_file dr.h5 "$pid"
 kill -TERM "$pid" 2>/dev/null
 wait_bg "$pid" 60
 st=$?
