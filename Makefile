@@ -45,6 +45,12 @@ CFLAGS  ?=
 # -fno-math-errno: nf never reads errno after a math call, and without it a loop calling sqrt
 # cannot be vectorised (each call would have to be able to set errno).
 CFLAGS  += -fno-math-errno
+# -ffp-contract=off: no a * b + c fused into an FMA behind the code's back.  GCC does not fuse under
+# -std=c11 anyway; clang does by default wherever FMA is available, which made the AVX-512 clones of
+# core/simd.h (clang: FMA) compute other bits than the OpenMP regions inside them (clang: the
+# baseline), so one and two threads differed (check_nn_blocks, test_mlp_threads).  Explicit FMA
+# intrinsics (core/blas_avx512.c) are unaffected.
+CFLAGS  += -ffp-contract=off
 CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wpedantic -fopenmp -fPIC -g $(OPT) $(DEFS) \
            -I. $(PKG_CFLAGS)
 # clang 14 writes DWARF 5 by default, which valgrind 3.19 (Debian 12) cannot read ("unhandled dwarf2
