@@ -10,8 +10,9 @@
  * without the clones the baseline build trained up to 7% slower.  The AVX-512F clone (2026-12-04, a
  * CPU with AVX-512): point-process training 1.10x faster at one thread, the flows 0.99-1.07x.
  *
- * No FMA: nf compiles with -std=c11, where GCC does not contract a * b + c, so elementwise loops
- * compute the same bits in every clone.  Loops with an `omp simd` reduction (the mixture's sums in
+ * No FMA: nf compiles with -ffp-contract=off (GCC's default under -std=c11; clang would otherwise
+ * fuse a * b + c wherever the target has FMA, as the AVX-512F clone does), so elementwise loops
+ * compute the same bits in every clone and in the OpenMP regions clang runs at the baseline.  Loops with an `omp simd` reduction (the mixture's sums in
  * distributions/gmm.c, in double; attention's dot products and softmax sums) add 16 floats or 8
  * doubles at a time in the AVX-512F clone against 8 or 4 in AVX2, so their sums can differ in the
  * last bits between the two; every model of bench/compare_revisions.sh and a 12-step point-process
