@@ -28,9 +28,10 @@
  * vectorises (gmm_row1, with a polynomial exp).  log_prob keeps the Theta of all its rows, and a
  * backward on byte-identical contexts and parameters reuses it instead of a second product (the
  * memo, below); with D = 1 log_prob keeps each row's gradient of log p instead, which the backward
- * only scales (its 3K exponentials are not computed twice).  Scratch (per-part tables, the memo) grows with the batch or the thread count and is
- * kept; nothing else is allocated per call.  Unconditional calls use one set of tables in the
- * state; one instance must not be used from two threads at once.
+ * only scales (its 3K exponentials are not computed twice).  Scratch (per-part tables, the memo)
+ * grows with the batch or the thread count and is kept; nothing else is allocated per call.
+ * Unconditional calls use one set of tables in the state; one instance must not be used from two
+ * threads at once.
  */
 #include "distributions/dist.h"
 
@@ -595,7 +596,8 @@ static NF_SIMD_CLONES void gmm_rows1_part(void *arg, int part, int nparts)
         const nf_real *th = J->theta + (size_t)i * nt;
         if (J->pass == GMM_LOGP) {
             double gy = 0;
-            const double v = gmm_row1(t, K, th, J->z[i], J->unit != NULL, J->unit ? J->unit + (size_t)i * nt : NULL, &gy);
+            nf_real *unit = J->unit ? J->unit + (size_t)i * nt : NULL; /* th itself: see gmm_row1 */
+            const double v = gmm_row1(t, K, th, J->z[i], unit != NULL, unit, &gy);
             if (J->unit) J->unit_gy[i] = (nf_real)gy;
             J->out[i] = (nf_real)v;
             if (!isfinite(v) && J->bad[part] < 0) J->bad[part] = i;
@@ -646,7 +648,8 @@ static int gmm_ctx_pass(nf_dist *d, gmm_pass pass, double sign, nf_real *out, nf
         gmm_job J = {.st = st, .pass = pass, .theta = th, .rows = r, .D = D, .sign = sign, .z = z + (size_t)i0 * D,
                      .w = grad ? dval + i0 : NULL, .out = grad ? NULL : out + i0,
                      .dz = dz ? dz + (size_t)i0 * D : NULL,
-                     .unit = one && (fill || hit) ? th : NULL, .unit_gy = one && (fill || hit) ? st->memo_gy + i0 : NULL};
+                     .unit = one && (fill || hit) ? th : NULL,
+                     .unit_gy = one && (fill || hit) ? st->memo_gy + i0 : NULL};
         const int parts = threads < r ? threads : r;
         nf_threads_run(threads, parts, one ? gmm_rows1_part : gmm_rows_part, &J);
         for (int p = 0; p < parts && *bad < 0; p++)
