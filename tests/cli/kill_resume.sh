@@ -96,7 +96,7 @@ check "no temporary files left behind (stale ones of killed runs removed)" test 
 "$NF" fit train.h5 "${FIT[@]}" -o term.h5 2>"$T/term.err" &
 PID=$!
 BG_PIDS="$BG_PIDS $PID"
-for _ in $(seq 1 1000); do [ -f term.h5 ] && break; sleep 0.01; done
+wait_for_file term.h5 "$PID"
 kill -TERM "$PID" 2>/dev/null
 wait_bg "$PID" 60
 st=$?

@@ -50,7 +50,7 @@ pid=$!
 BG_PIDS="$BG_PIDS $pid"
 # the first checkpoint (step 20) says the run is training, its signal handler installed: a fixed
 # sleep could signal a process still starting on a loaded machine
-for _ in $(seq 1 400); do [ -f r.h5 ] && break; sleep 0.025; done
+wait_for_file r.h5 "$pid"
 kill -TERM "$pid" 2>/dev/null
 wait_bg "$pid" 20
 st=$?
