@@ -169,7 +169,16 @@ check "resumed with 2 processes = the uninterrupted run (relative difference $d)
 nfrun fit --resume run1.h5 --threads 1 --quiet 2>"$T/errr1"
 check "resumed with 1 process: exit 0 ($(head -c 200 "$T/errr1"))" test $? = 0
 d=$(reldiff ref.h5 run1.h5)
-check "resumed with 1 process = the uninterrupted 2-process run to rounding ($d <= $long_tol)" below "$d" "$long_tol"
+# In float, 800 steps of Adam amplify the rounding of a split batch sum chaotically: uninterrupted runs of
+# this configuration, 1 process against 2, differed by 1e-7 to 9e-4 over 8 seeds, and a killed run resumed
+# with 1 process once by 2.3e-3 (CI, 2026-12-05), while a 1 % change of --lr moves the result by 1e-2. No
+# float tolerance separates a resume bug from rounding, so the double build checks it (to 1e-5).
+case $v in
+*"double build"*)
+    check "resumed with 1 process = the uninterrupted 2-process run to rounding ($d <= $long_tol)" \
+        below "$d" "$long_tol" ;;
+*) skip "resumed with 1 process = the 2-process run: checked in the double build (float: $d)" ;;
+esac
 
 # the same for nf causal fit: killed in its first stage, resumed across the change of stage.  A short
 # run: this fit amplifies rounding quickly (at lr 1e-2 one process and two, in the double build,
