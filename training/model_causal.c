@@ -27,6 +27,11 @@
  *     dL/dlog q_a(y_k) = -(D/n) sum_i (1 - w_ia) p_iak,   dL/dlog q_a(Y_i) = -w_ia / n.
  * Next to each q_a the ablation q'_a is trained on CE alone (w = 0), on the same grid and batch; the
  * stage's loss is the sum of the four flows' losses (they share no parameters).
+ * Outcomes of two or more dimensions have no grid: the expectation under p(. | x_i, a) is taken over
+ * M draws y_i1..y_iM of the nuisance flow (evaluation mode; latents from a stream keyed by the unit's
+ * index, so a unit's draws are the same in any batch or process), CE_ia = -(1/M) sum_j log q_a(y_ij),
+ * and q_a is an autoregressive spline flow (two spline-ar layers, the second in reversed order):
+ *     dL/dlog q_a(y_ij) = -(1 - w_ia) / (n M),   dL/dlog q_a(Y_i) = -w_ia / n.
  * The per-unit metric is minus unit i's term.  Before each step the moving average of the target
  * weights is updated, ema <- d ema + (1 - d) theta (the weights before the step; ema = theta at the
  * first), and validation and every use after training read the average (nf_causal_swap_ema).
@@ -54,12 +59,12 @@ typedef struct causal_state {
     nf_real *xs, *h, *r, *dr, *dh, *ctx, *dctx, *ys, *lp, *dlp, *g, *dg, *lws;
     /* grid buffers: (cap_g) nuisance rows, (cap_q) target rows */
     size_t cap_g, cap_q;
-    nf_real *ctxg, *yg, *lpg, *pk, *yq, *lq, *dlq, *w;
+    nf_real *ctxg, *yg, *zg, *lpg, *pk, *yq, *lq, *dlq, *w;
     /* stage 2: grid values of units by index, one cache for the training batches and one for the
      * validation's (see nuisance_grid) */
     struct grid_cache {
         size_t n;
-        nf_real *p, *ctx;          /* (n, 2K), (n, dx + 1) */
+        nf_real *p, *ctx;          /* (n, unit_values), (n, dx + 1) */
         unsigned char *ok;         /* (n) */
         double sum;                /* nuisance_checksum when filled */
         int valid;
@@ -73,7 +78,7 @@ static const char *const stage_names[] = {"nuisance", "target"};
 static void free_buffers(causal_state *st)
 {
     nf_real **p[] = {&st->xs, &st->h,  &st->r,   &st->dr,  &st->dh,  &st->ctx, &st->dctx, &st->ys,
-                     &st->lp, &st->dlp, &st->g,  &st->dg,  &st->lws, &st->ctxg, &st->yg, &st->lpg,
+                     &st->lp, &st->dlp, &st->g,  &st->dg,  &st->lws, &st->ctxg, &st->yg, &st->zg, &st->lpg,
                      &st->pk, &st->yq, &st->lq, &st->dlq, &st->w};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(*p[i]), *p[i] = NULL;
     for (int c = 0; c < 2; c++) {
@@ -94,9 +99,22 @@ static int grow(nf_real **p, size_t n)
 
 enum { CACHE_MAX_ENTRIES = 1 << 26 }; /* nf_reals of grid values kept across steps (256 MiB in float) */
 
+/* The values stage 2 keeps per unit, both arms: its grid densities (2K) for a 1-D outcome, else its
+ * draws (2 M dy). */
+static size_t unit_values(const causal_state *st)
+{
+    return st->cfg.dy == 1 ? 2 * (size_t)st->cfg.grid : 2 * (size_t)st->cfg.draws * (size_t)st->cfg.dy;
+}
+
+/* nuisance rows of one unit's stage-2 values (both arms) */
+static size_t unit_rows(const causal_state *st)
+{
+    return st->cfg.dy == 1 ? 2 * (size_t)st->cfg.grid : 2 * (size_t)st->cfg.draws;
+}
+
 static int cache_grow(const causal_state *st, struct grid_cache *gc, size_t n)
 {
-    size_t want = n > 2 * gc->n ? n : 2 * gc->n, K2 = 2 * (size_t)st->cfg.grid, W = (size_t)st->cfg.dx + 1;
+    size_t want = n > 2 * gc->n ? n : 2 * gc->n, K2 = unit_values(st), W = (size_t)st->cfg.dx + 1;
     if (want * (K2 + W) > CACHE_MAX_ENTRIES) want = n;
     nf_real *p = realloc(gc->p, want * K2 * sizeof *p);
     if (p) gc->p = p;
@@ -123,7 +141,7 @@ static int reserve_units(causal_state *st, int n)
              {&st->dh, N * R},          {&st->ctx, N * (R + 1)}, {&st->dctx, N * (R + 1)},
              {&st->ys, N * st->cfg.dy}, {&st->lp, N},     {&st->dlp, N},    {&st->g, N},
              {&st->dg, N},              {&st->lws, lw},   {&st->w, 2 * N},
-             {&st->pk, 2 * N * (size_t)st->cfg.grid}};
+             {&st->pk, N * unit_values(st)}};
     for (size_t i = 0; rc == NF_OK && i < sizeof b / sizeof b[0]; i++) rc = grow(b[i].p, b[i].size);
     if (rc == NF_OK) st->cap = n;
     return rc;
@@ -137,7 +155,8 @@ static int reserve_grid(causal_state *st, size_t rows_g, size_t rows_q)
     if (rows_g > st->cap_g) {
         NF_TRY(grow(&st->ctxg, rows_g * (R + 1)));
         NF_TRY(grow(&st->yg, rows_g * st->cfg.dy));
-        NF_TRY(grow(&st->lpg, 2 * rows_g));
+        NF_TRY(grow(&st->zg, rows_g * st->cfg.dy));
+        NF_TRY(grow(&st->lpg, 2 * rows_g * st->cfg.dy)); /* log-densities, then one unit's values */
         st->cap_g = rows_g;
     }
     if (rows_q > st->cap_q) {
@@ -269,7 +288,29 @@ static int unit_grid(nf_model *m, const nf_real *r, nf_real *out)
     return NF_OK;
 }
 
-/* p_iak = p(y_k | x_i, a) into st->pk[(a n + i) K + k] and w_ia into st->w[a n + i], for the
+/* M draws of y ~ p(. | x, a) for one unit, both arms: out[(a M + j) dy + d], from its representation
+ * r (R), in evaluation mode; the latents come from a stream keyed by the unit's index u in its
+ * source (and the cache it fills), so its draws never depend on the batch or the process. */
+static int unit_draws(nf_model *m, const nf_real *r, size_t u, int which, nf_real *out)
+{
+    causal_state *st = m->state;
+    const int M = st->cfg.draws, R = st->cfg.repr, C = R + 1;
+    for (int a = 0; a < 2; a++)
+        for (int j = 0; j < M; j++) {
+            size_t row = (size_t)a * M + j;
+            memcpy(st->ctxg + row * C, r, (size_t)R * sizeof(nf_real));
+            st->ctxg[row * C + R] = (nf_real)a;
+        }
+    nf_rng *rng = nf_rng_alloc(st->cfg.seed ^ 0xd4a3u, 2 * (uint64_t)u + (uint64_t)which);
+    if (!rng) return nf_error(NF_ENOMEM, "out of memory for a unit's draws");
+    nf_rng_fill_normal(rng, st->zg, unit_values(st));
+    nf_rng_free(rng);
+    NF_TRY(nf_flow_sample_latent(st->nu, out, NULL, st->zg, st->ctxg, 2 * M));
+    return NF_OK;
+}
+
+/* A 1-D outcome: p_iak = p(y_k | x_i, a) into st->pk[(a n + i) K + k]; wider ones: unit i's draws
+ * from p(. | x_i, a) into st->pk[(a n + i) M dy ...]; w_ia into st->w[a n + i], for the
  * batch's units (encode() done).  The grid values of each unit are kept in cache[which] (0 for
  * training batches, 1 for evaluation) by its index in the source with a copy of its context row,
  * and reused while the nuisance entries of P are unchanged (stage 2 holds them fixed): after the
@@ -278,9 +319,9 @@ static int nuisance_grid(nf_model *m, const nf_batch *b, int which)
 {
     struct grid_cache *gc = &((causal_state *)m->state)->cache[which];
     causal_state *st = m->state;
-    const int n = b->n, K = st->cfg.grid, R = st->cfg.repr, dx = st->cfg.dx, W = dx + 1;
-    const size_t rows = (size_t)n * K;
-    NF_TRY(reserve_grid(st, (size_t)2 * K, (size_t)K + n));
+    const int n = b->n, R = st->cfg.repr, dx = st->cfg.dx, W = dx + 1, dy = st->cfg.dy;
+    const size_t V = unit_values(st), L = V / 2, rows = (size_t)n * L;
+    NF_TRY(reserve_grid(st, unit_rows(st), dy == 1 ? (size_t)st->cfg.grid + n : (size_t)n * (st->cfg.draws + 1)));
     double sum = nuisance_checksum(m);
     if (sum != gc->sum || !gc->valid) {
         if (gc->ok) memset(gc->ok, 0, gc->n);
@@ -289,22 +330,22 @@ static int nuisance_grid(nf_model *m, const nf_batch *b, int which)
     }
     nf_flow_set_training(st->nu, 0);
     int rc = NF_OK;
-    nf_real *tmp = st->lpg + 2 * K; /* (2K) after the log-densities */
+    nf_real *tmp = st->lpg + unit_rows(st); /* (V) after the log-densities */
     for (int i = 0; rc == NF_OK && i < n; i++) {
         size_t u = b->idx[i];
         const nf_real *row = b->ctx + (size_t)i * W;
-        int use = (u + 1) * (size_t)(2 * K + W) <= CACHE_MAX_ENTRIES;
+        int use = (u + 1) * (V + W) <= CACHE_MAX_ENTRIES;
         if (use && u >= gc->n) rc = cache_grow(st, gc, u + 1);
-        nf_real *p = use && rc == NF_OK ? gc->p + u * 2 * K : tmp;
+        nf_real *p = use && rc == NF_OK ? gc->p + u * V : tmp;
         if (rc == NF_OK && !(use && gc->ok[u] && !memcmp(gc->ctx + u * W, row, (size_t)W * sizeof *row))) {
-            rc = unit_grid(m, st->r + (size_t)i * R, p);
+            rc = dy == 1 ? unit_grid(m, st->r + (size_t)i * R, p) : unit_draws(m, st->r + (size_t)i * R, u, which, p);
             if (rc == NF_OK && use) {
                 memcpy(gc->ctx + u * W, row, (size_t)W * sizeof *row);
                 gc->ok[u] = 1;
             }
         }
         for (int a = 0; rc == NF_OK && a < 2; a++)
-            memcpy(st->pk + a * rows + (size_t)i * K, p + (size_t)a * K, (size_t)K * sizeof *p);
+            memcpy(st->pk + a * rows + (size_t)i * L, p + (size_t)a * L, L * sizeof *p);
     }
     nf_flow_set_training(st->nu, st->training);
     for (int a = 0; rc == NF_OK && a < 2; a++)
@@ -340,6 +381,41 @@ void nf_causal_swap_ema(nf_model *m)
     }
 }
 
+/* CE + BC of both arms and both variants by the nuisance draws (outcomes of 2 or more dimensions;
+ * st->pk, st->w and st->ys filled by target_pass); per flow one log_prob of the n M draws, then the
+ * units that enter BC. */
+static int target_pass_draws(nf_model *m, int n, int grad, double *values, double *total)
+{
+    causal_state *st = m->state;
+    const int M = st->cfg.draws, dy = st->cfg.dy;
+    const size_t L = (size_t)M * dy;
+    for (int v = 0; v < 2; v++)
+        for (int a = 0; a < 2; a++) {
+            const nf_real *draws = st->pk + (size_t)a * n * L, *w = st->w + a * n;
+            const int nd = n * M;
+            int nq = nd;
+            memcpy(st->yq, draws, (size_t)n * L * sizeof *draws);
+            for (int i = 0; v == 0 && i < n; i++)
+                if (w[i] != 0) memcpy(st->yq + (size_t)nq++ * dy, st->ys + (size_t)i * dy, (size_t)dy * sizeof *st->ys);
+            NF_TRY(nf_flow_log_prob(st->q[v][a], st->lq, st->yq, NULL, NULL, nq));
+            for (int i = 0, j = nd; i < n; i++) {
+                double wi = v == 0 ? w[i] : 0, c = (1 - wi) / M, ti = 0;
+                for (int t = 0; t < M; t++) {
+                    ti -= c * st->lq[(size_t)i * M + t];
+                    st->dlq[(size_t)i * M + t] = (nf_real)(-c / n);
+                }
+                if (wi != 0) {
+                    ti -= wi * st->lq[j];
+                    st->dlq[j++] = (nf_real)(-wi / n);
+                }
+                *total += ti;
+                if (values) values[i] -= ti;
+            }
+            if (grad) NF_TRY(nf_flow_backward(st->q[v][a], st->dlq, NULL, NULL));
+        }
+    return NF_OK;
+}
+
 static int target_pass(nf_model *m, const nf_batch *b, int grad, double *values, double *loss)
 {
     causal_state *st = m->state;
@@ -348,6 +424,15 @@ static int target_pass(nf_model *m, const nf_batch *b, int grad, double *values,
     encode(m, b->ctx, dx + 1, n);
     NF_TRY(nuisance_grid(m, b, grad ? 0 : 1));
     standardise_y(m, st->ys, b->x, n);
+    if (st->cfg.dy > 1) {
+        double total = 0;
+        if (values)
+            for (int i = 0; i < n; i++) values[i] = 0;
+        NF_TRY(target_pass_draws(m, n, grad, values, &total));
+        *loss = total / n;
+        if (!isfinite(*loss)) return nf_error(NF_ENONFINITE, "target loss is %g", *loss);
+        return NF_OK;
+    }
     const double lo = m->S->value[st->s_lo], D = grid_step(st, m->S);
     const size_t rows = (size_t)n * K;
     if (values)
@@ -444,7 +529,8 @@ static int causal_set_stage(nf_model *m, int stage)
  * is a different part of the batch in each process (the processes would then train different
  * models), and in stage 2 depends on which units of the batch enter the bias correction.  The sample
  * depends on the training items only, not on the batch or the number of processes; flows already
- * initialised are left as they are. */
+ * initialised are left as they are.  Without a grid (outcomes of 2 or more dimensions) the target
+ * flows' ActNorm comes from the sample's standardised outcomes. */
 static int causal_init_data(nf_model *m, const nf_source *train)
 {
     enum { INIT_UNITS = 4096 };
@@ -459,7 +545,7 @@ static int causal_init_data(nf_model *m, const nf_source *train)
     if (rc == NF_OK) rc = nf_source_fetch(train, idx, n, &b);
     if (rc == NF_OK) rc = check_batch(m, &b);
     if (rc == NF_OK) rc = reserve_units(st, n);
-    if (rc == NF_OK) rc = reserve_grid(st, 0, (size_t)K);
+    if (rc == NF_OK) rc = reserve_grid(st, 0, (size_t)(K > n ? K : n));
     if (rc == NF_OK) {
         encode(m, b.ctx, dx + 1, n);
         for (int i = 0; i < n; i++) {
@@ -471,12 +557,14 @@ static int causal_init_data(nf_model *m, const nf_source *train)
         rc = nf_flow_log_prob(st->nu, st->lp, st->ys, st->ctx, NULL, n);
         nf_flow_set_training(st->nu, st->training);
     }
+    const int dy = st->cfg.dy, nq = dy == 1 ? K : n;
     const double lo = m->S->value[st->s_lo], D = grid_step(st, m->S);
-    for (int k = 0; rc == NF_OK && k < K; k++) st->yq[k] = (nf_real)(lo + D * k);
+    for (int k = 0; rc == NF_OK && k < K && dy == 1; k++) st->yq[k] = (nf_real)(lo + D * k);
+    if (rc == NF_OK && dy > 1) memcpy(st->yq, st->ys, (size_t)n * dy * sizeof *st->yq);
     for (int k = 0; rc == NF_OK && k < 4; k++) {
         nf_flow *q = st->q[k / 2][k % 2];
         nf_flow_set_training(q, 1);
-        rc = nf_flow_log_prob(q, st->lq, st->yq, NULL, NULL, K);
+        rc = nf_flow_log_prob(q, st->lq, st->yq, NULL, NULL, nq);
         nf_flow_set_training(q, st->training);
     }
     nf_batch_free(&b);
@@ -503,7 +591,7 @@ static void causal_destroy(nf_model *m)
 
 #define CFG_FIELDS(X)                                                                                                 \
     X(dx) X(dy) X(repr) X(hidden) X(bins) X(grid) X(noise_r) X(noise_y) X(alpha) X(clip) X(ema)        \
-    X(n_ref) X(margin)
+    X(n_ref) X(margin) X(draws)
 
 static int causal_save(const nf_model *m, nf_h5 *f, const char *group)
 {
@@ -540,7 +628,13 @@ static int build(nf_model *m, const nf_causal_config *c, double tail)
     if (rc == NF_OK) rc = nf_flow_build(&st->nu, spec, c->dy, c->repr + 1, c->seed + 1, m->P, m->S, "nuisance.flow.");
     st->nuis_count = m->P->n;
     st->tgt_first = m->P->n;
-    snprintf(spec, sizeof spec, "spline-ar(bins=%d,tail=%.17g,hidden=8,layers=1), actnorm", c->bins, tail);
+    if (c->dy == 1)
+        snprintf(spec, sizeof spec, "spline-ar(bins=%d,tail=%.17g,hidden=8,layers=1), actnorm", c->bins, tail);
+    else
+        snprintf(spec, sizeof spec,
+                 "spline-ar(bins=%d,tail=%.17g,hidden=%d,layers=2), spline-ar(bins=%d,tail=%.17g,hidden=%d,layers=2,"
+                 "order=reversed), actnorm",
+                 c->bins, tail, c->hidden, c->bins, tail, c->hidden);
     const char *prefix[4] = {"target0.", "target1.", "nobc0.", "nobc1."};
     for (int k = 0; rc == NF_OK && k < 4; k++)
         rc = nf_flow_build(&st->q[k / 2][k % 2], spec, c->dy, 0, c->seed + 2 + k, m->P, m->S, prefix[k]);
@@ -550,7 +644,7 @@ static int build(nf_model *m, const nf_causal_config *c, double tail)
         size_t size, *off;
     } s[] = {{"stats.x_mean", (size_t)c->dx, &st->s_xm},          {"stats.x_scale", (size_t)c->dx, &st->s_xs},
              {"stats.y_mean", (size_t)c->dy, &st->s_ym},          {"stats.y_scale", (size_t)c->dy, &st->s_ys},
-             {"stats.grid_lo", 1, &st->s_lo},                     {"stats.grid_hi", 1, &st->s_hi},
+             {"stats.grid_lo", (size_t)c->dy, &st->s_lo},         {"stats.grid_hi", (size_t)c->dy, &st->s_hi},
              {"plugin.x", (size_t)c->n_ref * c->dx, &st->s_ref}, {"ema.target", st->tgt_count, &st->s_ema},
              {"ema.steps", 1, &st->s_steps}};
     for (size_t k = 0; rc == NF_OK && k < sizeof s / sizeof s[0]; k++) rc = nf_params_add(m->S, s[k].name, s[k].size, s[k].off);
@@ -573,6 +667,9 @@ static int causal_load(nf_model *m, nf_h5 *f, const char *group, int version)
     c.dx = (int)v[0], c.dy = (int)v[1], c.repr = (int)v[2], c.hidden = (int)v[3], c.bins = (int)v[4];
     c.grid = (int)v[5], c.noise_r = v[6], c.noise_y = v[7], c.alpha = v[8], c.clip = v[9], c.ema = v[10];
     c.n_ref = (int)v[11], c.margin = v[12];
+    double draws = c.draws; /* files from before 2-D outcomes have no draws */
+    if (nf_h5_attr_exists(f, path, "draws") == 1) NF_TRY(nf_h5_attr_get_double(f, path, "draws", &draws));
+    c.draws = (int)draws;
     int64_t seed;
     NF_TRY(nf_h5_attr_get_int64(f, path, "seed", &seed));
     c.seed = (uint64_t)seed;
@@ -589,8 +686,10 @@ static int causal_save_all(const nf_model *m, nf_h5 *f, const char *group)
     const causal_state *st = m->state;
     char path[256];
     snprintf(path, sizeof path, "%s/causal", group);
-    double lo = m->S->value[st->s_lo], hi = m->S->value[st->s_hi];
-    return nf_h5_attr_set_double(f, path, "tail", fmax(fabs(lo), fabs(hi)));
+    double tail = 0;
+    for (int j = 0; j < st->cfg.dy; j++)
+        tail = fmax(tail, fmax(fabs(m->S->value[st->s_lo + j]), fabs(m->S->value[st->s_hi + j])));
+    return nf_h5_attr_set_double(f, path, "tail", tail);
 }
 
 const nf_model_type nf_model_causal = {
@@ -626,15 +725,15 @@ void nf_causal_config_init(nf_causal_config *c)
     c->clip = 0.05;
     c->ema = 0.995;
     c->margin = 0.5;
+    c->draws = 32;
     c->seed = 1;
 }
 
 int nf_causal_config_check(const nf_causal_config *c)
 {
     if (c->dx < 1 || c->dx > 4096) return nf_error(NF_EINVAL, "%d covariates (expected 1..4096)", c->dx);
-    if (c->dy != 1)
-        return nf_error(NF_EINVAL, "a %d-D outcome (expected 1-D: the target stage of 2-D outcomes, by Monte-Carlo "
-                                   "draws, is not implemented yet)", c->dy);
+    if (c->dy < 1 || c->dy > 16) return nf_error(NF_EINVAL, "a %d-D outcome (expected 1..16 columns)", c->dy);
+    if (c->draws < 1 || c->draws > 4096) return nf_error(NF_EINVAL, "%d draws per unit (expected 1..4096)", c->draws);
     if (c->repr < 1 || c->repr > 4096 || c->hidden < 1 || c->hidden > 4096)
         return nf_error(NF_EINVAL, "widths %d and %d (expected 1..4096)", c->repr, c->hidden);
     if (c->bins < 2 || c->bins > 64) return nf_error(NF_EINVAL, "%d spline bins (expected 2..64)", c->bins);
@@ -677,57 +776,60 @@ static int each_own_unit(const nf_source *train, void (*fn)(void *user, const nf
 }
 
 /* The training units' moments, summed over the units of every process.  sum = [n, treated,
- * sum y, max y, max -y, sum x_j (dx)]; then, with the means, dev = [sum (y - ym)^2,
- * sum (x_j - xm_j)^2 (dx)]. */
+ * sum y_j (dy), sum x_j (dx)], top = [max y_j (dy), max -y_j (dy)]; then, with the means,
+ * dev = [sum (y_j - ym_j)^2 (dy), sum (x_j - xm_j)^2 (dx)]. */
 typedef struct {
-    int dx;
-    double *sum, *dev; /* (5 + dx), (1 + dx) */
+    int dx, dy;
+    double *sum, *top, *dev; /* (2 + dy + dx), (2 dy), (dy + dx) */
 } unit_moments;
 
 static void add_sums(void *user, const nf_batch *b)
 {
     unit_moments *u = user;
-    double *s = u->sum;
+    const int dx = u->dx, dy = u->dy;
+    double *s = u->sum, *ys = s + 2, *xs = s + 2 + dy;
     for (int i = 0; i < b->n; i++) {
-        const double y = b->x[i];
-        const nf_real *c = b->ctx + (size_t)i * (u->dx + 1);
-        s[0] += 1, s[1] += c[u->dx] == 1, s[2] += y, s[3] = fmax(s[3], y), s[4] = fmax(s[4], -y);
-        for (int j = 0; j < u->dx; j++) s[5 + j] += c[j];
+        const nf_real *c = b->ctx + (size_t)i * (dx + 1), *y = b->x + (size_t)i * dy;
+        s[0] += 1, s[1] += c[dx] == 1;
+        for (int j = 0; j < dy; j++) {
+            ys[j] += y[j];
+            u->top[j] = fmax(u->top[j], y[j]), u->top[dy + j] = fmax(u->top[dy + j], -y[j]);
+        }
+        for (int j = 0; j < dx; j++) xs[j] += c[j];
     }
 }
 
 static void add_deviations(void *user, const nf_batch *b)
 {
     unit_moments *u = user;
-    const double ym = u->sum[2], *xm = u->sum + 5; /* the means by now */
+    const int dx = u->dx, dy = u->dy;
+    const double *ym = u->sum + 2, *xm = u->sum + 2 + dy; /* the means by now */
     for (int i = 0; i < b->n; i++) {
-        const nf_real *c = b->ctx + (size_t)i * (u->dx + 1);
-        u->dev[0] += (b->x[i] - ym) * (b->x[i] - ym);
-        for (int j = 0; j < u->dx; j++) u->dev[1 + j] += (c[j] - xm[j]) * (c[j] - xm[j]);
+        const nf_real *c = b->ctx + (size_t)i * (dx + 1), *y = b->x + (size_t)i * dy;
+        for (int j = 0; j < dy; j++) u->dev[j] += (y[j] - ym[j]) * (y[j] - ym[j]);
+        for (int j = 0; j < dx; j++) u->dev[dy + j] += (c[j] - xm[j]) * (c[j] - xm[j]);
     }
 }
 
 /* Two passes over the units each process holds, each followed by one sum over processes (and one
- * maximum).  Leaves in u: sum[2] = ym, sum[5 + j] = xm_j, dev[0] = ys, dev[1 + j] = xs_j, sum[3]
- * and -sum[4] the largest and smallest y, sum[0] the count. */
+ * maximum).  Leaves in u: sum[2 + j] = ym_j, sum[2 + dy + j] = xm_j, dev[j] = ys_j, dev[dy + j] =
+ * xs_j, top[j] and -top[dy + j] the largest and smallest y_j, sum[0] the count. */
 static int unit_moments_of(unit_moments *u, const nf_source *train, const nf_train_comm *comm)
 {
-    const size_t dx = (size_t)u->dx;
-    u->sum[3] = u->sum[4] = -INFINITY;
+    const size_t dx = (size_t)u->dx, dy = (size_t)u->dy, w = 2 + dy + dx;
+    for (size_t j = 0; j < 2 * dy; j++) u->top[j] = -INFINITY;
     int rc = each_own_unit(train, add_sums, u);
-    if (rc == NF_OK && comm) rc = comm->sum_double(comm->user, u->sum, 3);
-    if (rc == NF_OK && comm) rc = comm->max_double(comm->user, u->sum + 3, 2);
-    if (rc == NF_OK && comm) rc = comm->sum_double(comm->user, u->sum + 5, dx);
+    if (rc == NF_OK && comm) rc = comm->sum_double(comm->user, u->sum, w);
+    if (rc == NF_OK && comm) rc = comm->max_double(comm->user, u->top, 2 * dy);
     if (rc == NF_OK) rc = nf_causal_check_arms((size_t)u->sum[0], (size_t)u->sum[1], train->name);
     NF_TRY(rc);
     const double n = u->sum[0];
-    u->sum[2] /= n;
-    for (size_t j = 0; j < dx; j++) u->sum[5 + j] /= n;
+    for (size_t j = 2; j < w; j++) u->sum[j] /= n;
     rc = each_own_unit(train, add_deviations, u);
-    if (rc == NF_OK && comm) rc = comm->sum_double(comm->user, u->dev, 1 + dx);
-    for (size_t j = 0; rc == NF_OK && j <= dx; j++) {
+    if (rc == NF_OK && comm) rc = comm->sum_double(comm->user, u->dev, dy + dx);
+    for (size_t j = 0; rc == NF_OK && j < dy + dx; j++) {
         const double v = u->dev[j] / n;
-        u->dev[j] = j == 0 ? (v > 0 ? sqrt(v) : 1) : (v > 1e-12 ? sqrt(v) : 1);
+        u->dev[j] = j < dy ? (v > 0 ? sqrt(v) : 1) : (v > 1e-12 ? sqrt(v) : 1);
     }
     return rc;
 }
@@ -775,29 +877,41 @@ int nf_model_causal_create_shared(nf_model **out, const nf_causal_config *cfg, c
     c.dy = train->dim;
     c.n_ref = train->n < MAX_REF ? (int)train->n : MAX_REF;
     NF_TRY(nf_causal_config_check(&c));
-    const size_t dx = (size_t)c.dx;
-    double *buf = calloc(2 * dx + 6, sizeof *buf);
-    if (!buf) return nf_error(NF_ENOMEM, "out of memory");
-    unit_moments u = {.dx = c.dx, .sum = buf, .dev = buf + 5 + dx};
+    const size_t dx = (size_t)c.dx, dy = (size_t)c.dy;
+    double *buf = calloc(2 + 5 * dy + 2 * dx, sizeof *buf), *lo = calloc(2 * dy, sizeof *lo), *hi = lo + dy;
+    if (!buf || !lo) {
+        free(buf), free(lo);
+        return nf_error(NF_ENOMEM, "out of memory");
+    }
+    unit_moments u = {.dx = c.dx, .dy = c.dy, .sum = buf, .top = buf + 2 + dy + dx, .dev = buf + 2 + 3 * dy + dx};
     int rc = unit_moments_of(&u, train, comm);
     /* the standardised outcome range (a division keeps the order: these are the extremes of the
      * standardised values), rounded to the store's type first, so the tail rebuilt from the store on
      * loading is this one */
-    const double ym = u.sum[2], ys = u.dev[0];
-    const double lo = (nf_real)((-u.sum[4] - ym) / ys - c.margin), hi = (nf_real)((u.sum[3] - ym) / ys + c.margin);
+    double tail = 0;
+    for (size_t j = 0; rc == NF_OK && j < dy; j++) {
+        const double ym = u.sum[2 + j], ys = u.dev[j];
+        lo[j] = (nf_real)((-u.top[dy + j] - ym) / ys - c.margin), hi[j] = (nf_real)((u.top[j] - ym) / ys + c.margin);
+        tail = fmax(tail, fmax(fabs(lo[j]), fabs(hi[j])));
+    }
     nf_model *m = rc == NF_OK ? nf_calloc(1, sizeof *m, "model") : NULL;
     if (rc == NF_OK && !m) rc = NF_ENOMEM;
     if (rc == NF_OK) {
         m->type = &nf_model_causal;
-        rc = build(m, &c, fmax(fabs(lo), fabs(hi)));
+        rc = build(m, &c, tail);
     }
     if (rc == NF_OK) {
         causal_state *st = m->state;
         nf_real *S = m->S->value;
-        for (size_t j = 0; j < dx; j++) S[st->s_xm + j] = (nf_real)u.sum[5 + j], S[st->s_xs + j] = (nf_real)u.dev[1 + j];
-        S[st->s_ym] = (nf_real)ym, S[st->s_ys] = (nf_real)ys, S[st->s_lo] = (nf_real)lo, S[st->s_hi] = (nf_real)hi;
+        for (size_t j = 0; j < dx; j++)
+            S[st->s_xm + j] = (nf_real)u.sum[2 + dy + j], S[st->s_xs + j] = (nf_real)u.dev[dy + j];
+        for (size_t j = 0; j < dy; j++) {
+            S[st->s_ym + j] = (nf_real)u.sum[2 + j], S[st->s_ys + j] = (nf_real)u.dev[j];
+            S[st->s_lo + j] = (nf_real)lo[j], S[st->s_hi + j] = (nf_real)hi[j];
+        }
         rc = keep_references(m, train);
     }
+    free(lo);
     free(buf);
     if (rc == NF_OK) {
         nf_model_set_stage(m, 0);
@@ -818,8 +932,9 @@ int nf_causal_logp(nf_model *m, nf_causal_estimator est, int arm, const double *
     if (m->type != &nf_model_causal) return nf_error(NF_EINVAL, "a '%s' model is not a causal model", m->type->kind);
     if (arm != 0 && arm != 1) return nf_error(NF_EINVAL, "arm %d (expected 0 or 1)", arm);
     causal_state *st = m->state;
-    const int R = st->cfg.repr, C = R + 1, nr = st->cfg.n_ref;
-    const double lsy = log_scale_y(m), ym = m->S->value[st->s_ym], ys = m->S->value[st->s_ys];
+    const int R = st->cfg.repr, C = R + 1, nr = st->cfg.n_ref, dy = st->cfg.dy;
+    const double lsy = log_scale_y(m);
+    const nf_real *ym = m->S->value + st->s_ym, *ys = m->S->value + st->s_ys;
     nf_model_set_training(m, 0);
     int rc = NF_OK;
     if (est == NF_CAUSAL_TARGET || est == NF_CAUSAL_NOBC) {
@@ -829,7 +944,9 @@ int nf_causal_logp(nf_model *m, nf_causal_estimator est, int arm, const double *
         nf_causal_swap_ema(m);
         for (size_t at = 0; rc == NF_OK && at < n; at += (size_t)chunk) {
             int k = (int)(n - at < (size_t)chunk ? n - at : (size_t)chunk);
-            for (int i = 0; i < k; i++) st->yq[i] = (nf_real)((y[at + i] - ym) / ys);
+            for (int i = 0; i < k; i++)
+                for (int j = 0; j < dy; j++)
+                    st->yq[(size_t)i * dy + j] = (nf_real)((y[(at + i) * dy + j] - ym[j]) / ys[j]);
             rc = nf_flow_log_prob(q, st->lq, st->yq, NULL, NULL, k);
             for (int i = 0; rc == NF_OK && i < k; i++) out[at + i] = st->lq[i] - lsy;
         }
@@ -845,7 +962,8 @@ int nf_causal_logp(nf_model *m, nf_causal_estimator est, int arm, const double *
         st->ctxg[(size_t)j * C + R] = (nf_real)arm;
     }
     for (size_t i = 0; rc == NF_OK && i < n; i++) {
-        for (int j = 0; j < nr; j++) st->yg[j] = (nf_real)((y[i] - ym) / ys);
+        for (int k = 0; k < nr; k++)
+            for (int j = 0; j < dy; j++) st->yg[(size_t)k * dy + j] = (nf_real)((y[i * dy + j] - ym[j]) / ys[j]);
         rc = nf_flow_log_prob(st->nu, st->lpg, st->yg, st->ctxg, NULL, nr);
         double mx = -INFINITY, s = 0;
         for (int j = 0; rc == NF_OK && j < nr; j++) mx = fmax(mx, st->lpg[j]);
@@ -861,8 +979,8 @@ int nf_causal_sample(nf_model *m, nf_causal_estimator est, int arm, size_t n, nf
     if (m->type != &nf_model_causal) return nf_error(NF_EINVAL, "a '%s' model is not a causal model", m->type->kind);
     if (arm != 0 && arm != 1) return nf_error(NF_EINVAL, "arm %d (expected 0 or 1)", arm);
     causal_state *st = m->state;
-    const double ym = m->S->value[st->s_ym], ys = m->S->value[st->s_ys];
-    const int chunk = 4096;
+    const nf_real *ym = m->S->value + st->s_ym, *ys = m->S->value + st->s_ys;
+    const int chunk = 4096, dy = st->cfg.dy;
     NF_TRY(reserve_grid(st, 0, (size_t)chunk));
     nf_model_set_training(m, 0);
     nf_causal_swap_ema(m);
@@ -870,9 +988,57 @@ int nf_causal_sample(nf_model *m, nf_causal_estimator est, int arm, size_t n, nf
     for (size_t at = 0; rc == NF_OK && at < n; at += (size_t)chunk) {
         int k = (int)(n - at < (size_t)chunk ? n - at : (size_t)chunk);
         rc = nf_flow_sample(st->q[est == NF_CAUSAL_NOBC][arm], st->yq, NULL, NULL, k, rng);
-        for (int i = 0; rc == NF_OK && i < k; i++) y[at + i] = ym + ys * st->yq[i];
+        for (int i = 0; rc == NF_OK && i < k; i++)
+            for (int j = 0; j < dy; j++) y[(at + i) * dy + j] = ym[j] + ys[j] * st->yq[(size_t)i * dy + j];
     }
     nf_causal_swap_ema(m);
+    return rc;
+}
+
+/* Draws of Y[arm] from the plug-in (n, dy): y_k ~ p(. | x_(k mod n_ref), arm), the reference
+ * covariates in turn. */
+static int plugin_sample(nf_model *m, int arm, size_t n, nf_rng *rng, double *y)
+{
+    causal_state *st = m->state;
+    const int R = st->cfg.repr, C = R + 1, nr = st->cfg.n_ref, dy = st->cfg.dy;
+    const nf_real *ym = m->S->value + st->s_ym, *ys = m->S->value + st->s_ys;
+    if (nr < 1) return nf_error(NF_EINVAL, "the model keeps no reference covariates for the plug-in");
+    nf_model_set_training(m, 0);
+    NF_TRY(reserve_units(st, nr));
+    encode(m, m->S->value + st->s_ref, st->cfg.dx, nr);
+    NF_TRY(reserve_grid(st, (size_t)nr, 0));
+    int rc = NF_OK;
+    for (size_t at = 0; rc == NF_OK && at < n; at += (size_t)nr) {
+        int k = (int)(n - at < (size_t)nr ? n - at : (size_t)nr);
+        for (int j = 0; j < k; j++) {
+            memcpy(st->ctxg + (size_t)j * C, st->r + (size_t)j * R, (size_t)R * sizeof(nf_real));
+            st->ctxg[(size_t)j * C + R] = (nf_real)arm;
+        }
+        rc = nf_flow_sample(st->nu, st->yg, NULL, st->ctxg, k, rng);
+        for (int i = 0; rc == NF_OK && i < k; i++)
+            for (int j = 0; j < dy; j++) y[(at + i) * dy + j] = ym[j] + ys[j] * st->yg[(size_t)i * dy + j];
+    }
+    return rc;
+}
+
+/* The mean of 20,000 draws (outcomes of 2 or more dimensions). */
+static int sample_mean(nf_model *m, nf_causal_estimator est, int arm, double *mean)
+{
+    enum { DRAWS = 20000 };
+    const int dy = ((causal_state *)m->state)->cfg.dy;
+    double *y = malloc((size_t)DRAWS * dy * sizeof *y);
+    nf_rng *rng = nf_rng_alloc(0x3ea9, (uint64_t)arm);
+    int rc = y && rng ? NF_OK : nf_error(NF_ENOMEM, "out of memory");
+    if (rc == NF_OK)
+        rc = est == NF_CAUSAL_PLUGIN ? plugin_sample(m, arm, DRAWS, rng, y)
+                                      : nf_causal_sample(m, est, arm, DRAWS, rng, y);
+    for (int j = 0; rc == NF_OK && j < dy; j++) {
+        double s = 0;
+        for (size_t i = 0; i < DRAWS; i++) s += y[i * dy + j];
+        mean[j] = s / DRAWS;
+    }
+    free(y);
+    nf_rng_free(rng);
     return rc;
 }
 
@@ -880,6 +1046,7 @@ int nf_causal_mean(nf_model *m, nf_causal_estimator est, int arm, double *mean)
 {
     if (m->type != &nf_model_causal) return nf_error(NF_EINVAL, "a '%s' model is not a causal model", m->type->kind);
     causal_state *st = m->state;
+    if (st->cfg.dy > 1) return sample_mean(m, est, arm, mean);
     const int K = 801;
     const double ym = m->S->value[st->s_ym], ys = m->S->value[st->s_ys];
     /* the grid's range widened by half on each side: the estimate's mass outside is negligible */

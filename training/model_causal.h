@@ -30,7 +30,8 @@ typedef struct nf_causal_config {
     int repr;             /* width of R(x) (16) */
     int hidden;           /* width of the spline conditioners (32) */
     int bins;             /* spline bins (8) */
-    int grid;             /* K: grid points over the outcome range for stage 2 (200) */
+    int grid;             /* K: grid points over the outcome range for stage 2, 1-D outcomes (200) */
+    int draws;            /* M: draws of the nuisance per unit and arm for stage 2, wider outcomes (32) */
     double noise_r;       /* training noise on R(x) in the nuisance flow's context (0.05) */
     double noise_y;       /* training noise on the standardised outcome (0.05) */
     double alpha;         /* weight of the propensity cross-entropy (1) */
@@ -70,7 +71,8 @@ typedef enum nf_causal_estimator {
 int nf_causal_logp(nf_model *m, nf_causal_estimator est, int arm, const double *y, size_t n, double *out);
 /* n draws of Y[arm] (n, dy) from a target flow (TARGET or NOBC; its moving average). */
 int nf_causal_sample(nf_model *m, nf_causal_estimator est, int arm, size_t n, nf_rng *rng, double *y);
-/* Mean of Y[arm] under an estimate, by the grid (1-D outcomes). */
+/* Mean of Y[arm] (dy values) under an estimate: by a fine grid for 1-D outcomes, else by 20,000
+ * draws (the plug-in's from the nuisance flow at the reference covariates in turn; a fixed seed). */
 int nf_causal_mean(nf_model *m, nf_causal_estimator est, int arm, double *mean);
 /* Swap the target flows' weights with their moving average (a second call swaps back); a no-op
  * before stage 2 has taken a step. */

@@ -2,7 +2,7 @@
 # tests/cli/mpi.sh - data-parallel nf fit under mpirun (issue 15): two processes with the batch
 # split between them end with the parameters of one process with the whole batch (to rounding),
 # for nf fit (also with ActNorm), nf tpp fit, nf image fit, nf video fit and nf causal fit (both stages;
-# also 3 processes);
+# also 3 processes, and a 2-D outcome);
 # a killed two-process run (nf fit, nf causal fit) resumes with two processes (to the bit) and with
 # one (to rounding); other commands refuse to run as several processes.  Skipped when nf was built without MPI or
 # mpirun is missing.  Run by `make check` with NF=build/<variant>/nf.
@@ -110,6 +110,18 @@ check "2 processes x batch 32 = 1 process x batch 64 after both causal stages (r
 mpi 3 "$NF" causal fit poly.h5 "${CAUSAL[@]}" -o c3.h5 2>"$T/errc3"
 d=$(reldiff c1.h5 c3.h5)
 check "3 processes (shares of 200 units) = 1 process after both causal stages (relative difference $d <= $tol)" \
+    below "$d" "$tol"
+# a 2-D outcome: stage 2 on the nuisance's draws, which each process takes for its own units from
+# streams keyed by the unit's index, so 2 processes still end where one does.  10 steps a stage: in
+# float this fit amplifies rounding fast (1 and 2 processes 3e-6 apart after 10 steps, 3e-2 after 60;
+# the double build 6e-14 after 60)
+nfrun data make causal-moons -n 400 --seed 3 -o moons.h5 >/dev/null 2>&1
+MOONS=(--repr 8 --hidden 16 --draws 8 --steps 10 --batch 64 --lr 1e-2 --eval-every 5 --noise 0 --threads 1 --seed 2
+       --quiet)
+nfrun causal fit moons.h5 "${MOONS[@]}" -o cm1.h5 2>"$T/errm1"
+mpi 2 "$NF" causal fit moons.h5 "${MOONS[@]}" -o cm2.h5 2>"$T/errm2"
+d=$(reldiff cm1.h5 cm2.h5)
+check "2-D outcome: 2 processes = 1 process after both causal stages (relative difference $d <= $tol; $(head -c 200 "$T/errm2"))" \
     below "$d" "$tol"
 # 480 training units in batches of 479: every other step one process holds no unit, and the target
 # flows' moving average (state, read by validation) must still advance in both (it did not when it
