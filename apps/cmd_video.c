@@ -22,7 +22,7 @@ static const char *const VIDEO_HELP =
     "usage: nf video fit|eval|sample ...   (nf video SUBCOMMAND --help)\n"
     "\n"
     "Latent video flows in the manner of STARFlow-V: each frame encoded by a block DCT that keeps the\n"
-    "low frequencies, shallow TarFlow blocks within each frame, a deep causal TarFlow over the whole\n"
+    "low frequencies (or a learned convolutional autoencoder), shallow TarFlow blocks within each frame, a deep causal TarFlow over the whole\n"
     "video (a frame's tokens read every earlier frame), scored in bits per dimension.\n"
     "\n"
     "  fit       train on a video data file (checkpoints, --resume)\n"
@@ -45,8 +45,14 @@ static const char *const FIT_HELP =
     "resumable checkpoint) goes to MODEL.h5.\n"
     "\n"
     "codec:\n"
+    "  --codec NAME         dct, or ae: a convolutional autoencoder to the same    [dct]\n"
+    "                       latent grid, trained first (a stage \"codec\" on the reconstruction\n"
+    "                       error, then frozen; bits/dim are then of its latents)\n"
     "  --block B            DCT block side, dividing the frame sides               [8]\n"
+    "                       (ae: the downsampling, a power of two)\n"
     "  --keep K             lowest frequencies kept per block side (K = B: lossless) [4]\n"
+    "                       (ae: K x K x channels latent values per block)\n"
+    "  --ae-width N         the autoencoder's hidden channels                      [16]\n"
     "flow:\n"
     "  --local-blocks N     TarFlow blocks within each frame                       [2]\n"
     "  --local-layers N     transformer layers in each                             [1]\n"
@@ -64,7 +70,7 @@ static const char *const FIT_HELP =
     "training:\n"
     "  -o, --output FILE    model file (written atomically at every checkpoint)\n"
     "  --resume FILE        continue a run from its last checkpoint\n"
-    "  --steps N            optimizer steps (per stage with --denoiser)            [2000]\n"
+    "  --steps N            optimizer steps (per stage with --denoiser or --codec ae) [2000]\n"
     "  --batch N            videos per step                                        [16]\n"
     "  --lr X               Adam learning rate, cosine schedule                    [1e-3]\n"
     "  --clip X             gradient norm clip (0: off)                            [50]\n"
@@ -146,11 +152,16 @@ static void video_describe(void *user, const nf_model *m)
 {
     const video_describe_ctx *d = user;
     const nf_video_config *c = nf_model_video_config(m);
+    char codec[96];
+    if (c->codec == 1) snprintf(codec, sizeof codec, "autoencoder, %dx%d downsampling", c->block, c->block);
+    else snprintf(codec, sizeof codec, "DCT %dx%d blocks, %dx%d kept", c->block, c->block, c->keep, c->keep);
     fprintf(stderr, "nf %s: %zu training and %zu validation videos of %d frames %dx%dx%d (%d levels); latent %d x %d "
-                    "tokens of %d (DCT %dx%d blocks, %dx%d kept); %d local + %d global TarFlow blocks, %zu parameters\n",
+                    "tokens of %d (%s); %d local + %d global TarFlow blocks, %zu parameters\n",
             d->cmd, d->train->n, d->val ? d->val->n : 0, c->frames, c->h, c->w, c->c, c->levels, c->frames,
-            nf_model_video_frame_tokens(m), c->keep * c->keep * c->c, c->block, c->block, c->keep, c->keep,
-            c->local_blocks, c->global_blocks, m->P->n);
+            nf_model_video_frame_tokens(m), c->keep * c->keep * c->c, codec, c->local_blocks, c->global_blocks, m->P->n);
+    if (c->codec == 1)
+        fprintf(stderr, "nf %s: stages: codec (the autoencoder of width %d on its reconstruction, mean squared error "
+                        "per value as mse), then flow on its frozen latents\n", d->cmd, c->ae_width);
     if (c->denoiser)
         fprintf(stderr, "nf %s: stages: flow, then denoiser (a causal transformer of %d layers, width %d, %zu of the "
                         "parameters; its stage reports the mean squared error (mse) per latent value)\n",
@@ -174,9 +185,12 @@ static int cmd_fit(int argc, char **argv)
     double lr = 1e-3, val_frac = 0.1;
     long seed = 1;
     int threads = 0, quiet = 0;
+    const char *codec = "dct";
     const flag_spec flags[] = {
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {.name = "--resume", .kind = FLAG_STRING, .dst = &resume},
+        {.name = "--codec", .kind = FLAG_STRING, .dst = &codec},
+        {.name = "--ae-width", .kind = FLAG_INT, .dst = &mc.ae_width, .lo = 1, .hi = 4096},
         {.name = "--block", .kind = FLAG_INT, .dst = &mc.block, .lo = 1, .hi = 32},
         {.name = "--keep", .kind = FLAG_INT, .dst = &mc.keep, .lo = 1, .hi = 32},
         {.name = "--local-blocks", .kind = FLAG_INT, .dst = &mc.local_blocks, .lo = 0, .hi = 64},
@@ -199,6 +213,9 @@ static int cmd_fit(int argc, char **argv)
     if (resume && pos[0]) return cli_usage_error(cmd, "--resume takes the model file only (the data path is stored in it)");
     if (!resume && !pos[0]) return cli_usage_error(cmd, "no video file given (expected: nf video fit VIDEOS.h5 -o MODEL.h5)");
     if (!resume && !out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
+    if (strcmp(codec, "dct") && strcmp(codec, "ae"))
+        return cli_usage_error(cmd, "--codec %s: expected dct or ae", codec);
+    mc.codec = !strcmp(codec, "ae");
     if ((urc = app_mpi_start(cmd)) != 0) return urc;
     const int part = app_mpi_rank(), parts = app_mpi_size();
     if (part != 0) quiet = 1;
@@ -274,13 +291,14 @@ static int cmd_eval(int argc, char **argv)
     double mean = NAN, se = NAN, rms = NAN;
     int rc = app_open_model_kind(pos[0], "video", &m, NULL);
     if (rc == NF_OK) rc = load_videos(pos[1], m, &s);
-    /* a model with a denoiser is read in its stage "flow", whose metric is bits/dim */
-    if (rc == NF_OK && nf_model_stages(m) > 1) rc = nf_model_set_stage(m, 0);
+    /* a model with a denoiser or an autoencoder is read in its stage "flow", whose metric is bits/dim */
+    for (int k = 0; rc == NF_OK && k < nf_model_stages(m); k++)
+        if (!strcmp(nf_model_stage_name(m, k), "flow")) rc = nf_model_set_stage(m, k);
     if (rc == NF_OK) rc = nf_model_evaluate(m, s, 0, batch, NULL, &mean, &se, NULL);
     if (rc == NF_OK) rc = nf_model_video_codec_error(m, nf_source_rows(s).x, (int)s->n, &rms);
     if (rc == NF_OK) {
         const nf_video_config *c = nf_model_video_config(m);
-        const char *per = c->keep == c->block ? "pixel" : "kept DCT coefficient";
+        const char *per = c->codec == 1 ? "latent value" : c->keep == c->block ? "pixel" : "kept DCT coefficient";
         if (json)
             printf("{\"videos\": %zu, \"bits_per_dim\": %.9g, \"bits_per_dim_stderr\": %.9g, \"per\": \"%s\", "
                    "\"codec_rms_levels\": %.9g}\n", s->n, -mean, se, per, rms);
@@ -288,8 +306,12 @@ static int cmd_eval(int argc, char **argv)
             printf("data          %s (%zu videos of %d frames %dx%dx%d, %d levels)\n", pos[1], s->n, c->frames, c->h,
                    c->w, c->c, c->levels);
             printf("bits/dim      %.5f +- %.5f (per %s)\n", -mean, se, per);
-            printf("codec error   %.4f grey levels RMS (DCT %dx%d blocks, %dx%d kept)\n", rms, c->block, c->block,
-                   c->keep, c->keep);
+            if (c->codec == 1)
+                printf("codec error   %.4f grey levels RMS (autoencoder, width %d, %dx%d downsampling)\n", rms,
+                       c->ae_width, c->block, c->block);
+            else
+                printf("codec error   %.4f grey levels RMS (DCT %dx%d blocks, %dx%d kept)\n", rms, c->block, c->block,
+                       c->keep, c->keep);
         }
     }
     nf_source_free(s);

@@ -67,6 +67,11 @@ struct nf_model_type {
     const char *const *stage_metrics; /* optional (n_stages): a stage's metric where it is not `metric`
                                          (the video denoiser's stage: "neg_mse") */
     int (*set_stage)(nf_model *m, int stage);
+    /* Optional: called by the trainer when it moves the model on to a new stage (after set_stage;
+     * not when a run resumes inside a stage), with the training items: settings of the new stage
+     * that depend on the data and on what the stages before it trained (the video kind's latent
+     * scale from its trained codec).  Every process of a parallel run calls it alike. */
+    int (*stage_begin)(nf_model *m, const nf_source *train);
     /* Optional: called once per optimizer step, before the loss, in every process of a parallel run
      * (also one that holds no item of the batch): state that advances with the steps, not with the
      * items (the causal kind's moving average of its target weights). */

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "training/keyed_noise.h"
+#include "training/video_autoencoder.h"
 #include "training/video_codec.h"
 #include "training/video_denoiser.h"
 
@@ -26,6 +27,7 @@ void nf_video_config_init(nf_video_config *c)
     c->width = 64, c->heads = 4;
     c->noise = 0.02;
     c->denoiser_layers = 2, c->denoiser_width = 32;
+    c->ae_width = 16;
     c->seed = 1;
 }
 
@@ -40,6 +42,12 @@ int nf_video_config_check(const nf_video_config *c)
         return nf_error(NF_EINVAL, "DCT block %d: expected 1..32 dividing the frame sides (%dx%d)", c->block, c->h, c->w);
     if (c->keep < 1 || c->keep > c->block)
         return nf_error(NF_EINVAL, "keep %d: expected 1..%d (the block side)", c->keep, c->block);
+    if (c->codec != 0 && c->codec != 1) return nf_error(NF_EINVAL, "codec %d: expected 0 (dct) or 1 (autoencoder)", c->codec);
+    if (c->codec == 1 && (c->block < 2 || (c->block & (c->block - 1))))
+        return nf_error(NF_EINVAL, "an autoencoder codec halves the frame per level: block %d (expected a power of two "
+                                   "in 2..32)", c->block);
+    if (c->codec == 1 && (c->ae_width < 1 || c->ae_width > 4096))
+        return nf_error(NF_EINVAL, "autoencoder width %d: expected 1..4096", c->ae_width);
     if (c->local_blocks < 0 || c->local_blocks > 64 || c->global_blocks < 1 || c->global_blocks > 64)
         return nf_error(NF_EINVAL, "%d local and %d global blocks: expected 0..64 and 1..64", c->local_blocks,
                         c->global_blocks);
@@ -98,7 +106,9 @@ int nf_video_spec(const nf_video_config *c, char *spec, size_t size)
 
 typedef struct {
     nf_video_config cfg;
-    nf_dct_codec *codec;
+    nf_dct_codec *codec;  /* the DCT (cfg.codec 0), or */
+    nf_video_ae *ae;      /* the autoencoder (cfg.codec 1), its entries P[ae_first, +ae_count) */
+    size_t ae_first, ae_count;
     int D, F, L;          /* pixels a video, latent values a frame, latent values a video (T F) */
     int cap;              /* videos the buffers hold */
     nf_real *y;           /* (cap, D) dequantised pixels */
@@ -107,8 +117,9 @@ typedef struct {
     size_t s_draws;       /* offset in S of the count of training losses: the key of their noise */
     /* the learned denoiser (cfg.denoiser): its entries of P follow the flow's [0, flow_count) */
     nf_video_denoiser *dn;
-    size_t flow_count;
+    size_t flow_count, dn_count;
     nf_real *g, *dd;      /* (cap, L) the flow's scaled score; the denoiser's output, then dL/dD */
+    double *frame_err;    /* (cap T) the codec's error per frame */
     nf_real *gsave;       /* (P->n) the gradient held while a score is computed (grown once) */
     size_t gsave_cap;
     double denoise_s;     /* wall time of the last sample's denoising */
@@ -117,14 +128,15 @@ typedef struct {
 static int reserve(video_state *st, int n)
 {
     if (n <= st->cap) return NF_OK;
-    free(st->y), free(st->z), free(st->logp), free(st->dlogp), free(st->g), free(st->dd);
+    free(st->y), free(st->z), free(st->logp), free(st->dlogp), free(st->g), free(st->dd), free(st->frame_err);
+    st->frame_err = malloc((size_t)n * st->cfg.frames * sizeof *st->frame_err);
     st->y = malloc((size_t)n * st->D * sizeof *st->y);
     st->z = malloc((size_t)n * st->L * sizeof *st->z);
     st->logp = malloc((size_t)n * sizeof *st->logp);
     st->dlogp = malloc((size_t)n * sizeof *st->dlogp);
     st->g = malloc((size_t)n * st->L * sizeof *st->g);
     st->dd = malloc((size_t)n * st->L * sizeof *st->dd);
-    if (!st->y || !st->z || !st->logp || !st->dlogp || !st->g || !st->dd) {
+    if (!st->y || !st->z || !st->logp || !st->dlogp || !st->g || !st->dd || !st->frame_err) {
         st->cap = 0;
         return nf_error(NF_ENOMEM, "out of memory for a batch of %d videos of %d values", n, st->D);
     }
@@ -161,9 +173,25 @@ static double bpd_of(const video_state *st, double logp)
 
 /* st->z = E st->y (+ noise eps keyed by (seed, draw, idx) when `noisy`; draw 0's is evaluation's
  * fixed draw, independent of its dequantisation, which uses the first D uniforms of the key). */
-static void encode(video_state *st, int n, const size_t *idx, uint64_t draw, int noisy)
+/* z (nframes, F) of dequantised frames y by the model's codec, and back */
+static void codec_encode(const nf_model *m, nf_real *z, const nf_real *y, int nframes)
 {
-    nf_dct_encode(st->codec, st->z, st->y, n * st->cfg.frames);
+    video_state *st = m->state;
+    if (st->ae) nf_video_ae_encode(st->ae, m->P, m->S, z, y, nframes);
+    else nf_dct_encode(st->codec, z, y, nframes);
+}
+
+static void codec_decode(const nf_model *m, nf_real *y, const nf_real *z, int nframes)
+{
+    video_state *st = m->state;
+    if (st->ae) nf_video_ae_decode(st->ae, m->P, m->S, y, z, nframes);
+    else nf_dct_decode(st->codec, y, z, nframes);
+}
+
+static void encode(const nf_model *m, int n, const size_t *idx, uint64_t draw, int noisy)
+{
+    video_state *st = m->state;
+    codec_encode(m, st->z, st->y, n * st->cfg.frames);
     if (noisy && st->cfg.noise > 0)
         for (int i = 0; i < n; i++) {
             const uint64_t key = nf_noise_key(st->cfg.seed, draw, idx ? idx[i] : (size_t)i);
@@ -177,7 +205,7 @@ static void encode(video_state *st, int n, const size_t *idx, uint64_t draw, int
 static int latent_logp(nf_model *m, int n, const size_t *idx, uint64_t draw)
 {
     video_state *st = m->state;
-    encode(st, n, idx, draw, draw != 0);
+    encode(m, n, idx, draw, draw != 0);
     return nf_flow_log_prob(m->flow, st->logp, st->z, NULL, idx, n);
 }
 
@@ -216,7 +244,7 @@ static int denoiser_pass(nf_model *m, const nf_real *x, const size_t *idx, int n
     if (!st->dn) return nf_error(NF_EINVAL, "the video model has no learned denoiser (fit with --denoiser)");
     NF_TRY(reserve(st, n));
     NF_TRY(dequantize(st, st->y, x, idx, n, NULL, draw));
-    encode(st, n, idx, draw, 1);
+    encode(m, n, idx, draw, 1);
     NF_TRY(flow_score(m, st->g, st->z, idx, n));
     NF_TRY(nf_video_denoiser_forward(st->dn, m->P, st->dd, st->z, n));
     const int L = st->L;
@@ -239,6 +267,35 @@ static int denoiser_pass(nf_model *m, const nf_real *x, const size_t *idx, int n
     return NF_OK;
 }
 
+/* Stage "codec" on n videos x (levels): the autoencoder's reconstruction error of the dequantised
+ * frames (training draw `draw`, 0: evaluation's fixed one), loss = mean over all values; values[i]
+ * (may be NULL) minus video i's mean; with grad the codec's gradient. */
+static int codec_pass(nf_model *m, const nf_real *x, const size_t *idx, int n, uint64_t draw, int grad, double *loss,
+                      double *values)
+{
+    video_state *st = m->state;
+    const int T = st->cfg.frames;
+    NF_TRY(reserve(st, n));
+    NF_TRY(dequantize(st, st->y, x, idx, n, NULL, draw));
+    NF_TRY(nf_video_ae_loss(st->ae, m->P, st->y, n * T, grad, 1.0, loss, st->frame_err));
+    for (int i = 0; values && i < n; i++) {
+        double e = 0;
+        for (int t = 0; t < T; t++) e += st->frame_err[(size_t)i * T + t];
+        values[i] = -e / T;
+    }
+    return NF_OK;
+}
+
+/* What the current stage trains: the codec (an autoencoder's first stage), the flow, the denoiser. */
+typedef enum { ROLE_CODEC, ROLE_FLOW, ROLE_DENOISER } stage_role;
+
+static stage_role role_of(const nf_model *m, int stage)
+{
+    const video_state *st = m->state;
+    const int k = stage - (st->ae ? 1 : 0);
+    return k < 0 ? ROLE_CODEC : k == 0 ? ROLE_FLOW : ROLE_DENOISER;
+}
+
 /* ---- the kind ----------------------------------------------------------------------------------- */
 
 /* loss = mean_i bpd_i with fresh dequantisation and latent noise: dL/dlogp_i = -1 / (n L ln 2). */
@@ -250,7 +307,9 @@ static int video_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
     NF_TRY(reserve(st, n));
     const uint64_t draw = (uint64_t)m->S->value[st->s_draws] + 1;
     m->S->value[st->s_draws] += 1;
-    if (st->dn && m->stage == 1) return denoiser_pass(m, b->x, b->idx, n, draw, 1, loss, NULL);
+    const stage_role role = role_of(m, m->stage);
+    if (role == ROLE_CODEC) return codec_pass(m, b->x, b->idx, n, draw, 1, loss, NULL);
+    if (role == ROLE_DENOISER) return denoiser_pass(m, b->x, b->idx, n, draw, 1, loss, NULL);
     NF_TRY(dequantize(st, st->y, b->x, b->idx, n, NULL, draw));
     NF_TRY(latent_logp(m, n, b->idx, draw));
     double s = 0;
@@ -267,7 +326,9 @@ static int video_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *value
     (void)rng;
     video_state *st = m->state;
     double loss;
-    if (st->dn && m->stage == 1) return denoiser_pass(m, b->x, b->idx, b->n, 0, 0, &loss, values);
+    const stage_role role = role_of(m, m->stage);
+    if (role == ROLE_CODEC) return codec_pass(m, b->x, b->idx, b->n, 0, 0, &loss, values);
+    if (role == ROLE_DENOISER) return denoiser_pass(m, b->x, b->idx, b->n, 0, 0, &loss, values);
     NF_TRY(reserve(st, b->n));
     NF_TRY(dequantize(st, st->y, b->x, b->idx, b->n, NULL, 0));
     NF_TRY(latent_logp(m, b->n, b->idx, 0));
@@ -277,16 +338,42 @@ static int video_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *value
 
 static void video_set_training(nf_model *m, int training) { nf_flow_set_training(m->flow, training); }
 
-/* Stage 0 "flow" trains P[0, flow_count), stage 1 "denoiser" the rest. */
+/* Stage "codec" trains P[ae_first, +ae_count), "flow" P[0, flow_count), "denoiser" P[flow_count,
+ * +dn_count). */
 static int video_set_stage(nf_model *m, int stage)
 {
     const video_state *st = m->state;
-    if (stage == 0) m->train_first = 0, m->train_count = st->flow_count;
-    else m->train_first = st->flow_count, m->train_count = m->P->n - st->flow_count;
+    switch (role_of(m, stage)) {
+    case ROLE_CODEC: m->train_first = st->ae_first, m->train_count = st->ae_count; break;
+    case ROLE_FLOW: m->train_first = 0, m->train_count = st->flow_count; break;
+    case ROLE_DENOISER: m->train_first = st->flow_count, m->train_count = st->dn_count; break;
+    }
     return NF_OK;
 }
 
+/* The flow's stage begins after the codec's: the latents' per-channel mean and scale from the
+ * trained autoencoder on the frames of the first (up to) 64 training videos, at evaluation's fixed
+ * dequantisation (the same videos in every process: a share reads those it does not hold). */
+static int video_stage_begin(nf_model *m, const nf_source *train)
+{
+    video_state *st = m->state;
+    if (!st->ae || role_of(m, m->stage) != ROLE_FLOW) return NF_OK;
+    const int n = (int)(train->n < 64 ? train->n : 64);
+    if (n < 1) return nf_error(NF_EDATA, "%s: no training videos to set the latent scale from", train->name);
+    size_t idx[64];
+    for (int i = 0; i < n; i++) idx[i] = (size_t)i;
+    nf_batch b = {0};
+    int rc = nf_source_fetch(train, idx, n, &b);
+    if (rc == NF_OK) rc = reserve(st, n);
+    if (rc == NF_OK) rc = dequantize(st, st->y, b.x, b.idx, n, NULL, 0);
+    if (rc == NF_OK) rc = nf_video_ae_set_stats(st->ae, m->P, m->S, st->y, n * st->cfg.frames);
+    nf_batch_free(&b);
+    return rc;
+}
+
 static const nf_model_type nf_model_video_denoised;
+
+static const nf_model_type nf_model_video_ae, nf_model_video_ae_denoised;
 
 static const char *const INT_FIELDS[] = {"frames", "h", "w", "c", "levels", "block", "keep", "local_blocks",
                                          "local_layers", "global_blocks", "global_layers", "width", "heads"};
@@ -315,6 +402,10 @@ static int video_save(const nf_model *m, nf_h5 *f, const char *group)
         NF_TRY(nf_h5_attr_set_int64(f, path, "denoiser_layers", c.denoiser_layers));
         NF_TRY(nf_h5_attr_set_int64(f, path, "denoiser_width", c.denoiser_width));
     }
+    if (c.codec) { /* likewise */
+        NF_TRY(nf_h5_attr_set_int64(f, path, "codec", c.codec));
+        NF_TRY(nf_h5_attr_set_int64(f, path, "ae_width", c.ae_width));
+    }
     snprintf(path, sizeof path, "%s/flow", group);
     return nf_model_flow_save(m->flow, f, path);
 }
@@ -324,8 +415,10 @@ static void video_destroy(nf_model *m)
     video_state *st = m->state;
     if (st) {
         nf_dct_codec_free(st->codec);
+        nf_video_ae_free(st->ae);
         nf_video_denoiser_free(st->dn);
         free(st->y), free(st->z), free(st->logp), free(st->dlogp), free(st->g), free(st->dd), free(st->gsave);
+        free(st->frame_err);
     }
     free(st);
     nf_flow_free(m->flow);
@@ -361,17 +454,27 @@ static int build(nf_model *m, const nf_video_config *c, nf_h5 *f, const char *gr
         rc = nf_error(NF_EFORMAT, "the flow has %d dimensions and %d context values; the video's latent %d and none",
                       flow->dim, flow->ctx_dim, st->L);
     if (rc == NF_OK) rc = nf_params_add(m->S, "video.draws", 1, &st->s_draws);
+    if (rc == NF_OK) st->flow_count = m->P->n;
     if (rc == NF_OK && c->denoiser) {
         /* after the flow's entries, so the flow's weights are those of the model without one */
         const int th = c->h / c->block, tw = c->w / c->block;
-        st->flow_count = m->P->n;
         rc = nf_video_denoiser_create(&st->dn, m->P, c->frames * th * tw, c->keep * c->keep * c->c, c->denoiser_width,
                                       c->heads, c->denoiser_layers, c->seed);
+        st->dn_count = m->P->n - st->flow_count;
         m->type = &nf_model_video_denoised;
-        /* a new model starts with its flow; a saved one is finished (stage "denoiser") unless the
-         * trainer resumes it at the stage of its checkpoint */
-        m->stage = f ? 1 : 0;
-        if (rc == NF_OK) rc = video_set_stage(m, m->stage);
+    }
+    if (rc == NF_OK && c->codec == 1) {
+        /* last, so the flow's and the denoiser's weights are those of a model on the DCT */
+        rc = nf_video_ae_create(&st->ae, m->P, m->S, c->h, c->w, c->c, c->block, c->keep * c->keep * c->c, c->ae_width,
+                                c->seed ^ 0xae5eedu);
+        if (rc == NF_OK) nf_video_ae_params(st->ae, &st->ae_first, &st->ae_count);
+        m->type = c->denoiser ? &nf_model_video_ae_denoised : &nf_model_video_ae;
+    }
+    if (rc == NF_OK && (c->denoiser || c->codec)) {
+        /* a new model starts with its first stage; a saved one is finished (its last stage) unless
+         * the trainer resumes it at the stage of its checkpoint */
+        m->stage = f ? m->type->n_stages - 1 : 0;
+        rc = video_set_stage(m, m->stage);
     }
     return rc;
 }
@@ -398,6 +501,15 @@ static int video_load(nf_model *m, nf_h5 *f, const char *group, int version)
     NF_TRY(nf_h5_attr_get_int64(f, path, "independent", &ind));
     c.independent = ind != 0;
     c.denoiser = c.denoiser_layers = c.denoiser_width = 0; /* absent: none (files before the denoiser) */
+    if (nf_h5_attr_exists(f, path, "codec")) { /* absent: the DCT (files before the autoencoder) */
+        int64_t v, w;
+        NF_TRY(nf_h5_attr_get_int64(f, path, "codec", &v));
+        NF_TRY(nf_h5_attr_get_int64(f, path, "ae_width", &w));
+        if (v < 0 || v > 1 || w < 1 || w > 4096)
+            return nf_error(NF_EFORMAT, "%s:%s: codec %lld, ae_width %lld", nf_h5_path(f), path, (long long)v,
+                            (long long)w);
+        c.codec = (int)v, c.ae_width = (int)w;
+    }
     if (nf_h5_attr_exists(f, path, "denoiser")) {
         static const char *const DN[] = {"denoiser", "denoiser_layers", "denoiser_width"};
         int *dst[] = {&c.denoiser, &c.denoiser_layers, &c.denoiser_width};
@@ -422,7 +534,7 @@ static int video_load(nf_model *m, nf_h5 *f, const char *group, int version)
 #define VIDEO_KIND_FIELDS                                                                                            \
     .kind = "video", .command = "nf video", .source_kind = "rows", .metric = "neg_bits_per_dim",                      \
     .flow_on_transformed_data = 1, .loss = video_loss, .eval = video_eval, .set_training = video_set_training,        \
-    .save = video_save, .load = video_load, .destroy = video_destroy
+    .save = video_save, .load = video_load, .destroy = video_destroy, .stage_begin = video_stage_begin
 
 const nf_model_type nf_model_video = {
     VIDEO_KIND_FIELDS,
@@ -446,6 +558,31 @@ static const nf_model_type nf_model_video_denoised = {
     .set_stage = video_set_stage,
 };
 
+/* With the learned autoencoder: its stage "codec" first (metric: minus the reconstruction's mean
+ * squared error per value). */
+static const char *const AE_STAGE_NAMES[] = {"codec", "flow", "denoiser"};
+static const char *const AE_STAGE_METRICS[] = {"neg_mse", "neg_bits_per_dim", "neg_mse"};
+
+static const nf_model_type nf_model_video_ae = {
+    VIDEO_KIND_FIELDS,
+    .summary = "a latent video flow (learned autoencoder codec, frame-local and causal global TarFlow blocks), in "
+               "bits per latent dimension (stages: codec, flow)",
+    .n_stages = 2,
+    .stage_names = AE_STAGE_NAMES,
+    .stage_metrics = AE_STAGE_METRICS,
+    .set_stage = video_set_stage,
+};
+
+static const nf_model_type nf_model_video_ae_denoised = {
+    VIDEO_KIND_FIELDS,
+    .summary = "a latent video flow (learned autoencoder codec, frame-local and causal global TarFlow blocks), in "
+               "bits per latent dimension, with a learned causal denoiser (stages: codec, flow, denoiser)",
+    .n_stages = 3,
+    .stage_names = AE_STAGE_NAMES,
+    .stage_metrics = AE_STAGE_METRICS,
+    .set_stage = video_set_stage,
+};
+
 int nf_model_video_create(nf_model **out, const nf_video_config *cfg)
 {
     *out = NULL;
@@ -464,7 +601,8 @@ int nf_model_video_create(nf_model **out, const nf_video_config *cfg)
 
 const nf_video_config *nf_model_video_config(const nf_model *m)
 {
-    return m && (m->type == &nf_model_video || m->type == &nf_model_video_denoised)
+    return m && (m->type == &nf_model_video || m->type == &nf_model_video_denoised || m->type == &nf_model_video_ae ||
+                 m->type == &nf_model_video_ae_denoised)
                ? &((const video_state *)m->state)->cfg
                : NULL;
 }
@@ -501,10 +639,27 @@ int nf_model_video_bpd(nf_model *m, double *bpd, const nf_real *x, int n, nf_rng
 int nf_model_video_codec_error(nf_model *m, const nf_real *x, int n, double *rms)
 {
     NF_TRY(check_kind(m, "the codec error"));
-    const video_state *st = m->state;
-    double e = nf_dct_codec_recon_error(st->codec, x, n * st->cfg.frames);
-    if (isnan(e)) return NF_ENOMEM;
-    *rms = e;
+    video_state *st = m->state;
+    if (!st->ae) {
+        double e = nf_dct_codec_recon_error(st->codec, x, n * st->cfg.frames);
+        if (isnan(e)) return NF_ENOMEM;
+        *rms = e;
+        return NF_OK;
+    }
+    /* the autoencoder on each grey level's centre, (v + 1/2) / L - 1/2: its error in levels is L
+     * times the error in those units */
+    if (n < 1) return nf_error(NF_EINVAL, "%d videos: expected at least 1", n);
+    const double L = st->cfg.levels;
+    double s = 0;
+    for (int at = 0; at < n; at += 16) {
+        const int k = n - at < 16 ? n - at : 16;
+        NF_TRY(reserve(st, k));
+        for (size_t q = 0; q < (size_t)k * st->D; q++) st->y[q] = (nf_real)((x[(size_t)at * st->D + q] + 0.5) / L - 0.5);
+        double mse;
+        NF_TRY(nf_video_ae_loss(st->ae, m->P, st->y, k * st->cfg.frames, 0, 1.0, &mse, NULL));
+        s += mse * k;
+    }
+    *rms = L * sqrt(s / n);
     return NF_OK;
 }
 
@@ -575,7 +730,7 @@ int nf_model_video_flow_score(nf_model *m, nf_real *out, const nf_real *z, int n
 size_t nf_model_video_denoiser_params(const nf_model *m)
 {
     const video_state *st = nf_model_video_config(m) ? m->state : NULL;
-    return st && st->dn ? m->P->n - st->flow_count : 0;
+    return st && st->dn ? st->dn_count : 0;
 }
 
 double nf_model_video_last_denoise_seconds(const nf_model *m)
@@ -626,7 +781,7 @@ static int given_latents(nf_model *m, const nf_video_sample_config *sc, int n)
                 dst[k] = (nf_real)((v + 0.5) / L - 0.5);
             }
         }
-    nf_dct_encode(st->codec, st->z, st->y, n * T);
+    codec_encode(m, st->z, st->y, n * T);
     NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->z, NULL, NULL, n));
     return nf_flow_last_latent(m->flow, st->z);
 }
@@ -672,7 +827,7 @@ int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_
         rc = denoise_latents(m, z0, n, sc);
         st->denoise_s = now_seconds() - t0;
     }
-    if (rc == NF_OK) nf_dct_decode(st->codec, st->y, z0, n * T);
+    if (rc == NF_OK) codec_decode(m, st->y, z0, n * T);
     free(z0);
     NF_TRY(rc);
     const double L = st->cfg.levels;

@@ -19,6 +19,11 @@
  *                 per kept latent dimension.  The codec is orthonormal, so with keep = block it is a
  *                 rotation of the frame and this is the bits/dim of the pixels; with keep < block it
  *                 is the bits/dim of the kept DCT coefficients (the pixels' projection onto them).
+ * With `codec` = 1 the encoder is a learned convolutional autoencoder to the same th x tw x tc grid
+ * (training/video_autoencoder.h), trained first on the reconstruction error of the dequantised
+ * frames (stage "codec"), then frozen; its latents are standardised per channel from the training
+ * frames when the flow's stage begins.  The bits/dim are then those of the latents (the same formula,
+ * comparable between flows on one codec, not with the DCT's).
  * Causality: the latent of frame t depends on frames 0..t only (Lc is frame-local, G causal in
  * time), so a continuation conditions on given frames by fixing their latents.
  *
@@ -48,6 +53,9 @@ typedef struct nf_video_config {
     int frames, h, w, c;      /* video shape: T frames h x w x c */
     int levels;               /* grey levels L */
     int block, keep;          /* codec: DCT block side (8), kept frequencies per side (4) */
+    int codec;                /* 0 the block DCT; 1 a learned autoencoder to the same latent grid
+                                 (training/video_autoencoder.h), trained first (stage "codec") */
+    int ae_width;             /* the autoencoder's hidden channels (16) */
     int local_blocks;         /* frame-local TarFlow blocks (2) */
     int local_layers;         /* transformer layers in each (1) */
     int global_blocks;        /* causal TarFlow blocks over the whole video (1) */
@@ -80,7 +88,7 @@ int nf_model_video_frame_tokens(const nf_model *m);
  * rng (NULL: the fixed keyed draw of evaluation, by the video's position); bpd (n). */
 int nf_model_video_bpd(nf_model *m, double *bpd, const nf_real *x, int n, nf_rng *rng);
 /* RMS difference, in grey levels, between n videos and their codec reconstruction (the loss of the
- * dropped DCT coefficients). */
+ * dropped DCT coefficients, or the autoencoder's error on the frames' grey-level centres). */
 int nf_model_video_codec_error(nf_model *m, const nf_real *x, int n, double *rms);
 
 /* Denoising of sampled latents: none, the flow's score step, the learned denoiser. */

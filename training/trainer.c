@@ -211,6 +211,7 @@ static int next_stage(nf_trainer *t)
     t->done[t->n_done++] = t->hist;
     memset(&t->hist, 0, sizeof t->hist);
     NF_TRY(nf_model_set_stage(m, m->stage + 1));
+    if (m->type->stage_begin) NF_TRY(m->type->stage_begin(m, t->train));
     t->step = 0;
     t->epoch = 0;
     t->pos = 0;

@@ -5,7 +5,8 @@
 # token-by-token videos; continuation keeps the given frames; SIGTERM and --resume end with the
 # uninterrupted model; the generic commands refuse a video model; bad input gets one line and no
 # output.  With --denoiser: both stages run and are named, samples with each denoiser (the learned
-# one by default), their comparison, stop and resume across the stage boundary.  (tests/check_video_model.c checks the model itself.)  Run by `make check`.
+# one by default), their comparison, stop and resume across the stage boundary.  With --codec ae: the
+# autoencoder's stage lowers its error, then the flow's; samples decode; stop and resume.  (tests/check_video_model.c checks the model itself.)  Run by `make check`.
 # shellcheck source-path=SCRIPTDIR source=lib.bash
 . "$(dirname "$0")/lib.bash"
 
@@ -180,6 +181,45 @@ else
     check "stopped in stage $s1 (exit $st), then in stage $s2 (exit $st2), resumed: the uninterrupted model" \
         bash -c "[ $st = 130 ] && [ -n '$e1' ] && [ '$e1' = '$e2' ] && [ -n '$v1' ] && [ '$v1' = '$v2' ]"
 fi
+
+# ---- the learned autoencoder codec (--codec ae): stage "codec", then the flow on its latents ---------
+AE=(--codec ae --ae-width 8 --block 4 --keep 2 --local-blocks 1 --global-layers 1 --width 16 --heads 2 --batch 16
+    --lr 3e-3 --threads 1 --seed 4)
+nfrun video fit balls.train.h5 "${AE[@]}" --steps 1 --lr 1e-12 --val-frac 0 --quiet -o ae0.h5 2>"$T/err"
+nfrun video fit balls.train.h5 "${AE[@]}" --steps 60 --eval-every 30 -o ae.h5 2>"$T/err"
+rc=$?
+check "video fit --codec ae: exit 0, the stages codec (mse) then flow (bpd) ($(head -c 200 "$T/err"))" \
+    bash -c "[ $rc = 0 ] && grep -q 'train mse' '$T/err' && grep -q 'train bpd' '$T/err' && grep -q autoencoder '$T/err'"
+j0=$(nfrun video eval ae0.h5 balls.test.h5 --json 2>&1)
+j1=$(nfrun video eval ae.h5 balls.test.h5 --json 2>&1)
+e0=$(field codec_rms_levels <<<"$j0") e1=$(field codec_rms_levels <<<"$j1")
+check "60 codec steps lower the autoencoder's held-out error by a fifth: $e0 -> $e1 levels RMS" \
+    awk -v a="$e0" -v b="$e1" 'BEGIN { exit !(a != "" && b != "" && b < 0.8 * a) }'
+check "eval of an autoencoder model: bits per latent value ($(head -c 200 <<<"$j1"))" \
+    bash -c "[ '$(field per <<<"$j1")' = 'latent value' ] && [ -n '$(bpd <<<"$j1")' ]"
+nfrun video sample ae.h5 -n 2 --seed 3 -o aes.png >/dev/null 2>"$T/err"
+check "samples of an autoencoder model decode to a filmstrip ($(head -c 160 "$T/err"))" test -s aes.png
+# killed in stage "codec", resumed: the latent scale is set when the flow's stage begins in the
+# resumed run, and the model is the uninterrupted one
+"$NF" video fit balls.train.h5 "${AE[@]}" --steps 60 --eval-every 30 --patience 0 --checkpoint-every 5 --quiet \
+    -o aer.h5 2>"$T/bg.err" &
+pid=$!
+BG_PIDS="$BG_PIDS $pid"
+wait_for_file aer.h5 "$pid"
+kill -TERM "$pid" 2>/dev/null
+wait_bg "$pid" 60
+st=$?
+nfrun video fit --resume aer.h5 --threads 1 --quiet 2>"$T/err" >/dev/null
+nfrun video fit balls.train.h5 "${AE[@]}" --steps 60 --eval-every 30 --patience 0 --checkpoint-every 5 --quiet \
+    -o aeref.h5 2>/dev/null
+e1=$(nfrun video eval aer.h5 balls.test.h5 --json 2>&1)
+e2=$(nfrun video eval aeref.h5 balls.test.h5 --json 2>&1)
+check "autoencoder fit stopped (exit $st) and resumed: the uninterrupted model ($(head -c 120 <<<"$e1"))" \
+    bash -c "[ $st = 130 ] && [ -n '$e1' ] && [ '$e1' = '$e2' ]"
+nfrun video fit balls.train.h5 --codec wavelet -o x.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "--codec wavelet: usage error naming the choices, no model" \
+    bash -c "[ $rc = 2 ] && grep -q 'dct or ae' '$T/err' && [ ! -e x.h5 ]"
 
 # ---- bad input --------------------------------------------------------------------------------------
 nfrun data make digits -o digits.h5 >/dev/null 2>&1
