@@ -2,7 +2,7 @@
 # tests/cli/mpi.sh - data-parallel nf fit under mpirun (issue 15): two processes with the batch
 # split between them end with the parameters of one process with the whole batch (to rounding),
 # for nf fit (also with ActNorm), nf tpp fit, nf image fit, nf video fit and nf causal fit (both stages;
-# also 3 processes, and a 2-D outcome);
+# also 3 processes, and a 2-D outcome; nf video fit also with the learned autoencoder);
 # a killed two-process run (nf fit, nf causal fit) resumes with two processes (to the bit) and with
 # one (to rounding); other commands refuse to run as several processes.  Skipped when nf was built without MPI or
 # mpirun is missing.  Run by `make check` with NF=build/<variant>/nf.
@@ -80,6 +80,14 @@ mpi 2 "$NF" video fit vb.h5 "${VI[@]}" -o vi2.h5 2>"$T/errv2"
 d=$(reldiff vi1.h5 vi2.h5)
 check "mpirun -np 2 nf video fit = one process (relative difference $d <= $tol; $(head -c 200 "$T/errv2"))" \
     below "$d" "$tol"
+# with the learned autoencoder: its stage, then the latent scale set alike in every process (from the
+# same first videos, which a share reads from the file) when the flow's stage begins
+nfrun video fit vb.h5 "${VI[@]}" --codec ae --ae-width 8 --steps 10 --eval-every 5 -o va1.h5 2>"$T/errv1"
+mpi 2 "$NF" video fit vb.h5 "${VI[@]}" --codec ae --ae-width 8 --steps 10 --eval-every 5 -o va2.h5 2>"$T/errv2"
+d=$(reldiff va1.h5 va2.h5)
+ds=$("$T/h5reldiff" va1.h5 va2.h5 /model/state/value)
+check "mpirun -np 2 nf video fit --codec ae = one process (parameters $d, state $ds <= $tol; $(head -c 200 "$T/errv2"))" \
+    bash -c "awk -v a='$d' -v b='$ds' -v t='$tol' 'BEGIN { exit !(a != \"\" && b != \"\" && a + 0 <= t && b + 0 <= t) }'"
 
 # the point-process kind: its loss is a mean over events, so processes combine by event counts
 nfrun tpp import "$ROOT/tests/data/tpp/hawkes1.npy" -o h.h5 >/dev/null 2>&1
