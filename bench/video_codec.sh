@@ -13,7 +13,7 @@ STEPS=${VC_STEPS:-1000}
 N=${VC_N:-1000}
 OUT=${VC_OUT:-bench/out/video_codec}
 mkdir -p "$OUT"
-rm -f "$OUT/dct.h5" "$OUT/ae.h5"
+rm -f "$OUT/dct.h5" "$OUT/ae.h5" "$OUT"/sprites*.h5
 cd "$OUT"
 "$NF" data make video-sprites -n "$N" --seed 1 -o sprites.h5 >/dev/null
 "$NF" data split sprites.h5 --test 0.1 --val 0 --seed 2 >/dev/null
