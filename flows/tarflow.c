@@ -27,6 +27,9 @@
  * and each frame is its own sequence of T tokens through the same transformer: the block is then a
  * frame-local flow (the video flow's local blocks, training/model_video.h), computed as one batch of
  * n K sequences, the log-determinant of row i the sum over its frames.
+ * time_pos=F (F >= 2): the image's T tokens are F frames of T/F (a video's global block), and the
+ * positional embedding of a token is that of its place in the frame plus that of its frame
+ * (nn/transformer.h, pos_frames), so what the block learns about one frame's places holds for all.
  *
  * Classifier-free guidance (b->guidance = w, conditional blocks, sampling only): the conditioner's
  * outputs become (1 + w) f(x_<t, class) - w f(x_<t, empty context), both passes per step or sweep
@@ -440,6 +443,8 @@ static int tarflow_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
     NF_TRY(nf_opts_int(opts, "reverse", 0, 0, 1, &st->reverse));
     NF_TRY(nf_opts_double(opts, "clamp", 4, 0.1, 50, &clamp));
     NF_TRY(nf_opts_int(opts, "frames", 1, 1, 1 << 16, &st->frames));
+    int time_pos;
+    NF_TRY(nf_opts_int(opts, "time_pos", 0, 0, 1 << 16, &time_pos));
     const nf_image_shape *im = &st->img;
     const int K = st->frames, hf = im->h / K; /* each frame hf x w */
     if (im->h % K)
@@ -471,7 +476,11 @@ static int tarflow_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
         }
     nf_transformer_config tc = {.din = st->din, .dout = 2 * st->din, .T = st->T, .d = width, .heads = heads,
                                 .layers = layers, .mlp_ratio = mlp, .ctx = b->ctx_dim,
-                                .qk_norm = qk ? NF_QK_RMS : NF_QK_NONE, .zero_init_output = 1};
+                                .qk_norm = qk ? NF_QK_RMS : NF_QK_NONE, .zero_init_output = 1,
+                                .pos_frames = time_pos};
+    if (time_pos > 1 && st->T % time_pos)
+        return nf_error(NF_EINVAL, "%s: time_pos=%d must divide the %d tokens (frames of equal token counts)", b->name,
+                        time_pos, st->T);
     char name[96];
     snprintf(name, sizeof name, "%s.tf", b->name);
     return nf_transformer_create(&st->tf, &tc, b->P, name, rng);
@@ -491,7 +500,8 @@ static void tarflow_destroy(nf_bijector *b)
 
 const nf_bijector_type nf_bijector_tarflow = {
     .name = "tarflow",
-    .options_help = "h=1 w=1 c=D/(h*w) patch=1 width=64 heads=4 layers=2 mlp=4 qk=1 reverse=0|1 clamp=4 frames=1",
+    .options_help = "h=1 w=1 c=D/(h*w) patch=1 width=64 heads=4 layers=2 mlp=4 qk=1 reverse=0|1 clamp=4 frames=1 "
+                    "time_pos=0",
     .create = tarflow_create,
     .destroy = tarflow_destroy,
     .workspace = tarflow_workspace,

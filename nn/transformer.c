@@ -18,6 +18,8 @@
 struct nf_transformer {
     nf_transformer_config cfg;
     size_t start, pos;          /* offsets: start token (din), positional embeddings (T, d) */
+    size_t pos_time;            /* with pos_frames F >= 2: pos is (T/F, d), and pos_time (F, d) */
+    int frame_len;              /* T/F tokens a frame (T without frames) */
     nf_linear in, ctx, out;     /* din -> d, C -> d (when C > 0), d -> dout */
     nf_tblock *blocks;          /* (layers) */
     nf_layernorm ln_f;
@@ -34,6 +36,9 @@ static int check_config(const nf_transformer_config *c, const char *name)
     if (c->layers < 0 || c->mlp_ratio < 0 || c->ctx < 0)
         return nf_error(NF_EINVAL, "transformer '%s': layers=%d, mlp_ratio=%d, ctx=%d; expected all >= 0", name,
                         c->layers, c->mlp_ratio, c->ctx);
+    if (c->pos_frames < 0 || (c->pos_frames > 1 && c->T % c->pos_frames))
+        return nf_error(NF_EINVAL, "transformer '%s': pos_frames=%d; expected 0, 1 or a divisor of T=%d", name,
+                        c->pos_frames, c->T);
     if (c->qk_norm != NF_QK_NONE && c->qk_norm != NF_QK_RMS)
         return nf_error(NF_EINVAL, "transformer '%s': qk_norm=%d; expected 0 (none) or 1 (RMS)", name, c->qk_norm);
     return NF_OK;
@@ -45,12 +50,20 @@ static int build(nf_transformer *tf, nf_params *P, const char *name, nf_rng *rng
     char full[NF_PARAM_NAME_MAX + 32];
     snprintf(full, sizeof full, "%s.start", name);
     NF_TRY(nf_params_add(P, full, (size_t)c->din, &tf->start));
+    const int F = c->pos_frames > 1 ? c->pos_frames : 1;
+    tf->frame_len = c->T / F;
     snprintf(full, sizeof full, "%s.pos", name);
-    NF_TRY(nf_params_add(P, full, (size_t)c->T * c->d, &tf->pos));
+    NF_TRY(nf_params_add(P, full, (size_t)tf->frame_len * c->d, &tf->pos));
     nf_rng_fill_normal(rng, P->value + tf->start, (size_t)c->din);
-    nf_rng_fill_normal(rng, P->value + tf->pos, (size_t)c->T * c->d);
+    nf_rng_fill_normal(rng, P->value + tf->pos, (size_t)tf->frame_len * c->d);
     for (size_t i = 0; i < (size_t)c->din; i++) P->value[tf->start + i] *= (nf_real)0.02;
-    for (size_t i = 0; i < (size_t)c->T * c->d; i++) P->value[tf->pos + i] *= (nf_real)0.02;
+    for (size_t i = 0; i < (size_t)tf->frame_len * c->d; i++) P->value[tf->pos + i] *= (nf_real)0.02;
+    if (F > 1) {
+        snprintf(full, sizeof full, "%s.pos_time", name);
+        NF_TRY(nf_params_add(P, full, (size_t)F * c->d, &tf->pos_time));
+        nf_rng_fill_normal(rng, P->value + tf->pos_time, (size_t)F * c->d);
+        for (size_t i = 0; i < (size_t)F * c->d; i++) P->value[tf->pos_time + i] *= (nf_real)0.02;
+    }
     snprintf(full, sizeof full, "%s.in", name);
     NF_TRY(nf_linear_init(&tf->in, P, full, c->din, c->d, 0, NULL, rng));
     if (c->ctx > 0) {
@@ -145,6 +158,18 @@ static tviews views_of(const nf_transformer *tf, nf_real *ws, int n)
     return v;
 }
 
+/* h (d) += pos_t: one embedding per position, or with frames space_(t mod S) + time_(t div S). */
+static void add_pos(const nf_transformer *tf, const nf_params *P, nf_real *h, int t)
+{
+    const int d = tf->cfg.d, S = tf->frame_len;
+    const nf_real *ps = P->value + tf->pos + (size_t)(t % S) * d;
+    for (int i = 0; i < d; i++) h[i] += ps[i];
+    if (S < tf->cfg.T) {
+        const nf_real *pt = P->value + tf->pos_time + (size_t)(t / S) * d;
+        for (int i = 0; i < d; i++) h[i] += pt[i];
+    }
+}
+
 /* u_{b,0} = s, u_{b,t} = x_{b,t-1};  h_0 = u Win^T + bin + pos_t + (ctx_b Wc^T + bc);
  * h_l = block_l(h_{l-1});  y = LN_f(h_L) Wout^T + bout. */
 void nf_transformer_forward(const nf_transformer *tf, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
@@ -162,12 +187,11 @@ void nf_transformer_forward(const nf_transformer *tf, const nf_params *P, nf_rea
     }
     nf_linear_forward(&tf->in, P, NULL, v.hs, v.u, N);
     if (c->ctx > 0) nf_linear_forward(&tf->ctx, P, NULL, v.ce, ctx, n);
-    const nf_real *pos = P->value + tf->pos;
     for (int b = 0; b < n; b++)
         for (int t = 0; t < T; t++) {
             nf_real *h = v.hs + ((size_t)b * T + t) * d;
-            const nf_real *pt = pos + (size_t)t * d, *cb = v.ce + (size_t)b * d;
-            for (int i = 0; i < d; i++) h[i] += pt[i];
+            const nf_real *cb = v.ce + (size_t)b * d;
+            add_pos(tf, P, h, t);
             if (c->ctx > 0)
                 for (int i = 0; i < d; i++) h[i] += cb[i];
         }
@@ -219,12 +243,16 @@ void nf_transformer_backward_hidden(const nf_transformer *tf, nf_params *P, nf_r
         dcur = dprev, dprev = tmp;
     }
     const nf_real *e = dcur;
-    nf_real *gpos = P->grad + tf->pos;
+    const int S = tf->frame_len;
     for (int b = 0; b < n; b++)
         for (int t = 0; t < T; t++) {
             const nf_real *et = e + ((size_t)b * T + t) * d;
-            nf_real *gp = gpos + (size_t)t * d;
+            nf_real *gp = P->grad + tf->pos + (size_t)(t % S) * d;
             for (int i = 0; i < d; i++) gp[i] += et[i];
+            if (S < T) {
+                nf_real *gt = P->grad + tf->pos_time + (size_t)(t / S) * d;
+                for (int i = 0; i < d; i++) gt[i] += et[i];
+            }
         }
     if (c->ctx > 0) {
         memset(v.dce, 0, (size_t)n * d * sizeof *v.dce);
@@ -356,8 +384,7 @@ int nf_transformer_decode_block(nf_transformer_decoder *dec, const nf_params *P,
     for (int b = 0; b < n; b++)
         for (int r = 0; r < m; r++) {
             nf_real *h = hA + ((size_t)b * m + r) * d;
-            const nf_real *pt = P->value + tf->pos + (size_t)(t0 + r) * d;
-            for (int i = 0; i < d; i++) h[i] += pt[i];
+            add_pos(tf, P, h, t0 + r);
             if (c->ctx > 0)
                 for (int i = 0; i < d; i++) h[i] += ce[(size_t)b * d + i];
         }

@@ -8,12 +8,14 @@
  * The conditioner (nf_transformer) maps tokens x (n, T, din) to y (n, T, dout) so that y_t depends
  * only on x_0 .. x_{t-1} (strictly earlier tokens: what an autoregressive flow's parameters need):
  *     u = [s, x_0, ..., x_{T-2}]                   (s a learned start token of width din)
- *     h_0 = u Win^T + bin + pos_t [+ ctx Wc^T + bc]  (positional embeddings (T, d); the optional
+ *     h_0 = u Win^T + bin + pos_t [+ ctx Wc^T + bc]  (positional embeddings (T, d), or factorised
+ *                                                    over frames: pos_frames; the optional
  *                                                    context (n, C), e.g. a class one-hot, is added
  *                                                    at every position)
  *     h_l = block_l(h_{l-1}), l = 1..L;   y = LN_f(h_L) Wout^T + bout
  * zero_init_output starts Wout and bout at zero, so a flow built on it starts as the identity.
- * Parameters live under "<name>." in the model's store: start (din), pos (T, d), in.*, ctx.*,
+ * Parameters live under "<name>." in the model's store: start (din), pos (T, d) (with pos_frames F:
+ * pos (T/F, d) and pos_time (F, d)), in.*, ctx.*,
  * b<l>.{ln1,attn,ln2,fc1,fc2}.*, ln_f.*, out.*.  Positional embeddings and the start token start
  * as 0.02 N(0, 1), linears as torch.nn.Linear, layer norms as the identity.
  *
@@ -70,6 +72,10 @@ typedef struct nf_transformer_config {
     int ctx;                 /* context width (0: none) */
     int qk_norm;             /* NF_QK_NONE or NF_QK_RMS */
     int zero_init_output;    /* output projection starts at zero */
+    int pos_frames;          /* 0 or 1: one positional embedding per position; F >= 2 (dividing T): the
+                                sequence is F frames of T/F tokens, and pos_t = space_(t mod T/F) +
+                                time_(t div T/F) (a video's tokens share their place in the frame
+                                across frames) */
 } nf_transformer_config;
 
 typedef struct nf_transformer nf_transformer;

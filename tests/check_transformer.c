@@ -262,6 +262,10 @@ START_TEST(test_tf_gradients)
     tf_setup(&c, &cfg, 2, 430);
     check_fd(&c, "transformer, T = 1");
     fcase_teardown(&c);
+    cfg = base_cfg, cfg.T = 6, cfg.pos_frames = 3; /* positions factorised: 3 frames of 2 tokens */
+    tf_setup(&c, &cfg, 2, 440);
+    check_fd(&c, "transformer, positions by frame");
+    fcase_teardown(&c);
 #endif
 }
 END_TEST
@@ -367,6 +371,7 @@ START_TEST(test_tf_decode)
 {
     nf_transformer_config cfg = base_cfg;
     cfg.T = 9, cfg.d = 12, cfg.heads = 3, cfg.layers = 3;
+    cfg.pos_frames = _i ? 3 : 0; /* _i = 1: the positions factorised over 3 frames of 3 tokens */
     fcase c;
     const int n = 3, T = cfg.T, din = cfg.din, dout = cfg.dout;
     tf_setup(&c, &cfg, n, 600);
@@ -478,6 +483,9 @@ START_TEST(test_tf_zero_init_and_errors)
     ck_assert_int_eq(nf_transformer_create(&bad, &b, c.P, "bad", rng), NF_EINVAL);
     b = base_cfg, b.qk_norm = 2;
     ck_assert_int_eq(nf_transformer_create(&bad, &b, c.P, "bad", rng), NF_EINVAL);
+    b = base_cfg, b.pos_frames = 2; /* T = 5 is not 2 frames of equal length */
+    ck_assert_int_eq(nf_transformer_create(&bad, &b, c.P, "bad", rng), NF_EINVAL);
+    ck_assert_msg(strstr(nf_strerror_last(), "pos_frames=2") != NULL, "message: %s", nf_strerror_last());
     ck_assert_ptr_null(bad);
     nf_rng_free(rng);
     fcase_teardown(&c);
@@ -495,7 +503,7 @@ static Suite *transformer_suite(void)
     tcase_add_test(t, test_tf_gradients);
     tcase_add_test(t, test_tf_hidden_gradients);
     tcase_add_test(t, test_tf_causal);
-    tcase_add_test(t, test_tf_decode);
+    tcase_add_loop_test(t, test_tf_decode, 0, 2);
     tcase_add_test(t, test_tf_decode_block);
     tcase_add_test(t, test_tf_zero_init_and_errors);
     suite_add_tcase(s, t);
