@@ -38,7 +38,6 @@ void nf_dep_free(nf_dep *d)
     free(d->kd);
     free(d->Acache);
     free(d->blk);
-    free(d->order);
     free(d->es);
     free(d);
 }
@@ -267,10 +266,7 @@ static int reserve(nf_dep *d, int b)
     if (W) d->W = W;
     int *blk = M ? realloc(d->blk, (size_t)b * sizeof *blk) : NULL;
     if (blk) d->blk = blk;
-    struct nf_dep_order *order = blk ? realloc(d->order, (size_t)b * sizeof *order) : NULL;
-    if (order) d->order = order;
-    if (!M || !blk || !order || (w && !W))
-        return nf_error(NF_ENOMEM, "out of memory for a dependent batch of %d points", b);
+    if (!M || !blk || (w && !W)) return nf_error(NF_ENOMEM, "out of memory for a dependent batch of %d points", b);
     d->cap_b = b;
     d->cap_w = w;
     return NF_OK;
@@ -349,32 +345,6 @@ int nf_dep_kinship_cache(nf_dep *d, int on)
     return NF_OK;
 }
 
-static int by_point(const void *a, const void *b)
-{
-    const size_t x = ((const struct nf_dep_order *)a)->point, y = ((const struct nf_dep_order *)b)->point;
-    return x < y ? -1 : x > y;
-}
-
-/* A_BB from the cached A's lower triangle: the batch sorted by point, so row r = o_i (i in that
- * order) is read at the columns o_0 <= ... <= o_i, at increasing addresses, each pair once (the
- * other triangle of A_BB is the mirror).  Reading each pair in batch order instead went to two
- * random places of the n x n matrix per entry. */
-static void kin_lookup(nf_dep *d, const size_t *idx, int b, double *A)
-{
-    struct nf_dep_order *o = d->order;
-    for (int i = 0; i < b; i++) o[i].point = idx[i], o[i].pos = i;
-    qsort(o, (size_t)b, sizeof *o, by_point);
-    for (int i = 0; i < b; i++) {
-        const nf_real *row = d->Acache + o[i].point * d->n;
-        double *Ai = A + (size_t)o[i].pos * b;
-        for (int j = 0; j <= i; j++) {
-            const double a = row[o[j].point];
-            Ai[o[j].pos] = a;
-            A[(size_t)o[j].pos * b + o[i].pos] = a;
-        }
-    }
-}
-
 int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, double *A, double *dA)
 {
     if (b < 1) return nf_error(NF_EINVAL, "precision of an empty batch");
@@ -383,7 +353,10 @@ int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, d
     if (d->kind == NF_DEP_KINSHIP) {
         if (A && d->use_cache) {
             NF_TRY(kin_cache(d, theta[0]));
-            kin_lookup(d, idx, b, A);
+            for (int i = 0; i < b; i++)
+                for (int j = 0; j < b; j++) /* the lower triangle holds A */
+                    A[(size_t)i * b + j] = idx[i] >= idx[j] ? d->Acache[idx[i] * d->n + idx[j]]
+                                                             : d->Acache[idx[j] * d->n + idx[i]];
         } else if (A) {
             kinship_block(d, theta[0], idx, b, A, 0);
         }

@@ -63,10 +63,6 @@ typedef struct nf_dep {
     size_t cap_w;
     double *A, *dA;         /* (b, b) precision entries of the batch and d/dtheta of each */
     int *blk;               /* (b) equi: the batch's blocks */
-    struct nf_dep_order {
-        size_t point;
-        int pos;
-    } *order;               /* (b) kinship: the batch's points in increasing order, with their places */
     double *es;             /* equi batches: block sums (2, n_blocks, p) */
     size_t cap_es;
     int equi_b;
