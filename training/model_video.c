@@ -94,10 +94,10 @@ int nf_video_spec(const nf_video_config *c, char *spec, size_t size)
     for (int k = 0; k < c->local_blocks; k++)
         NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,frames=%d,width=%d,heads=%d,layers=%d,reverse=%d)",
                    at ? ", " : "", T * th, tw, tc, T, c->width, c->heads, c->local_layers, k % 2));
-    /* the baseline's global blocks see one frame at a time; the video's see the whole video, a
-     * token's position embedded as its place in the frame plus its frame (time_pos) */
-    char frames[32];
-    snprintf(frames, sizeof frames, c->independent ? "frames=%d," : "time_pos=%d,", T);
+    /* the baseline's global blocks see one frame at a time (positions embedded one by one in the
+     * video's: factorised ones, tarflow time_pos=T, learnt no faster, bench/RESULTS.md) */
+    char frames[32] = "";
+    if (c->independent) snprintf(frames, sizeof frames, "frames=%d,", T);
     for (int k = 0; k < c->global_blocks; k++)
         NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,%swidth=%d,heads=%d,layers=%d)", at ? ", " : "", T * th,
                    tw, tc, frames, c->width, c->heads, c->global_layers));

@@ -13,9 +13,7 @@
  *                       frame's th tw tokens are their own sequence; token order alternating),
  *                   G   global_blocks deep causal TarFlow blocks over all T th tw tokens in frame-major
  *                       order, never reversed: a token reads every token of the earlier frames and
- *                       the earlier ones of its own frame; a token's positional embedding is that of
- *                       its place in the frame plus that of its frame (tarflow time_pos=T), so
- *                       what is learnt about a place holds in every frame;
+ *                       the earlier ones of its own frame;
  *   scored        log p(z0) = log N(z) + log|det dLc| + log|det dG|, and
  *                   bits/dim = -(log p(z0) - T F log L) / (T F ln 2)
  *                 per kept latent dimension.  The codec is orthonormal, so with keep = block it is a
