@@ -47,8 +47,10 @@ static void print_names(const char *label, char *const *names, size_t n)
 }
 
 /* bits: the kind's metric is -bits/dim (images): shown as bits/dim. */
-static void print_history(nf_h5 *f, int bits)
+/* The history's values as the metric says: "bpd" and "mse" are minus the stored metric, "ll" as is. */
+static void print_history(nf_h5 *f, const char *unit)
 {
+    const int bits = strcmp(unit, "ll") != 0;
     double *ll = NULL, *val = NULL, *ep = NULL, *sec = NULL;
     int64_t *step = NULL;
     size_t n = 0, c;
@@ -63,7 +65,10 @@ static void print_history(nf_h5 *f, int bits)
     } else {
         printf("history         %zu evaluations; last: step %lld, epoch %.2f, %.1f s\n", n, (long long)step[n - 1],
                ep[n - 1], sec[n - 1]);
-        printf("   %8s %8s %12s %12s\n", "step", "epoch", bits ? "train bpd" : "train ll", bits ? "val bpd" : "val ll");
+        char tr[16], va[16];
+        snprintf(tr, sizeof tr, "train %s", unit);
+        snprintf(va, sizeof va, "val %s", unit);
+        printf("   %8s %8s %12s %12s\n", "step", "epoch", tr, va);
         size_t show = n < 8 ? n : 8;
         for (size_t k = 0; k < show; k++) {
             size_t i = n <= 8 ? k : (k * (n - 1)) / (show - 1);
@@ -223,10 +228,18 @@ static int info_model(const char *path)
         else if (!strncmp(cmd, "nf fit", 6))
             printf("progress        step %.0f; not finished (resume with nf fit --resume %s)\n", step, path);
         else printf("progress        step %.0f; not finished (resume with %s fit --resume %s)\n", step, cmd, path);
-        int bits = !strcmp(model->type->metric, "neg_bits_per_dim");
+        /* the metric of the stage the checkpoint is in (a video model's codec and denoiser stages
+         * report a mean squared error, its flow bits/dim) */
+        double stage = 0;
+        nf_h5_attr_get_double(f, "/training/checkpoint", "stage", &stage);
+        const char *metric = model->type->metric;
+        if (model->type->stage_metrics && stage >= 0 && stage < model->type->n_stages)
+            metric = model->type->stage_metrics[(int)stage];
+        const int bits = !strcmp(metric, "neg_bits_per_dim"), mse = !strcmp(metric, "neg_mse");
         if (bstep >= 0 && isfinite(bval))
-            printf("best validation %.5f %s (step %.0f)\n", bits ? -bval : bval, bits ? "bits/dim" : "nats", bstep);
-        print_history(f, bits);
+            printf("best validation %.5f %s (step %.0f)\n", bits || mse ? -bval : bval,
+                   bits ? "bits/dim" : mse ? "mse" : "nats", bstep);
+        print_history(f, bits ? "bpd" : mse ? "mse" : "ll");
     }
     nf_error_clear();
     nf_h5_close(f);

@@ -146,8 +146,8 @@ check "a denoiser width that the heads do not divide: exit 1, one line naming it
     bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'denoiser width 9' '$T/err' && [ ! -e x.h5 ]"
 # stop in stage "flow", resume, stop again (by then, usually in stage "denoiser"), resume to the end:
 # the same model as one uninterrupted run, flow (eval) and denoiser (the denoised videos) alike
-stage_of() { # the stage a checkpoint is in, from the scale of its best validation (bits/dim or a small MSE)
-    nfrun info "$1" 2>/dev/null | awk '/^best validation/ { print ($3 < 0.5 ? "denoiser" : "flow") }'
+stage_of() { # the stage a checkpoint is in, from the unit of its best validation (the stage's metric)
+    nfrun info "$1" 2>/dev/null | awk '/^best validation/ { print ($4 == "mse" ? "denoiser" : "flow") }'
 }
 "$NF" video fit balls.train.h5 "${DN[@]}" --steps 120 --eval-every 30 --patience 0 --checkpoint-every 10 -o dr.h5 \
     2>"$T/bg.err" &
