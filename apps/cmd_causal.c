@@ -726,7 +726,7 @@ static int plot_2d(nf_model *m, const nf_causal_data *d, const grid_axes *given,
         if (given) g = *given;
         else rc = range_2d(m, d, a, g.lo, g.hi);
         size_t n = 0;
-        free(y), free(p), p = NULL;
+        free(y), free(p), y = NULL, p = NULL;
         if (rc == NF_OK) rc = grid_points(&g, 2, model, &y, &n);
         if (rc == NF_OK && !(p = malloc(4 * n * sizeof *p))) rc = nf_error(NF_ENOMEM, "out of memory");
         for (int e = 0; rc == NF_OK && e < 3; e++) rc = nf_causal_logp(m, ESTS[e], a, y, n, p + e * n);
