@@ -5,8 +5,10 @@
  *   stage "nuisance"  a representation R(x), a propensity logit g(x) and a conditional spline flow
  *                     p(y | x, a) on [R(x), a], by outcome NLL + alpha * propensity cross-entropy;
  *   stage "target"    one unconditional flow q_a per arm, by the grid cross-entropy to the
- *                     nuisance's mixture plus the one-step bias correction (BC), with an
- *                     exponential moving average of its weights used for evaluation and sampling.
+ *                     nuisance's mixture (outcomes of 2 or more columns: the cross-entropy over
+ *                     M draws of the nuisance per unit) plus the one-step bias correction (BC),
+ *                     with an exponential moving average of its weights used for evaluation and
+ *                     sampling.
  *
  * Data: a "rows" source of units whose row is the outcome y and whose context is [x, a]
  * (datasets/causal.h: nf_causal_source).  The two ablations come with every model: stage 2 trains,
@@ -15,7 +17,7 @@
  * reads any of the three.
  *
  * Cost: stage 2 needs p(y_k | x_i, a) on the whole grid for every unit of a batch (2K nuisance rows
- * per unit).  The nuisance is fixed in that stage, so the values are kept per unit (by its index in
+ * per unit; wider outcomes 2M draws).  The nuisance is fixed in that stage, so the values are kept per unit (by its index in
  * the source, checked against its context row and a checksum of the nuisance weights) and a step
  * after the first epoch evaluates only the target flows.
  */
