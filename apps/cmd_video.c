@@ -87,17 +87,22 @@ static const char *const FIT_HELP =
     "  nf video fit sprites.train.h5 --steps 400 --denoiser --noise 0.05 -o denoised.h5\n";
 
 static const char *const EVAL_HELP =
-    "usage: nf video eval MODEL.h5 VIDEOS.h5 [--json] [--batch N]\n"
+    "usage: nf video eval MODEL.h5 VIDEOS.h5 [--json] [--batch N] [--compare OTHER.h5]\n"
     "\n"
     "Bits per dimension of the videos under the model (one dequantisation draw per video, seeded by its\n"
     "index, so the number is reproducible) with its standard error, per kept DCT coefficient (with\n"
     "--keep equal to --block, per pixel), and the codec's reconstruction error (RMS, grey levels).\n"
     "\n"
-    "  --json         one JSON object\n"
-    "  --batch N      videos per evaluation batch   [64]\n"
+    "  --json             one JSON object\n"
+    "  --batch N          videos per evaluation batch   [64]\n"
+    "  --compare OTHER    also OTHER.h5 (a video model of the same codec) on the same videos, and\n"
+    "                     the paired difference MODEL - OTHER with its standard error over videos\n"
+    "                     (hard videos are hard for both, so it is far tighter than the two\n"
+    "                     errors: is one model better on these videos?)\n"
     "\n"
-    "example:\n"
-    "  nf video eval video.h5 sprites.test.h5 --json\n";
+    "examples:\n"
+    "  nf video eval video.h5 sprites.test.h5 --json\n"
+    "  nf video eval video.h5 sprites.test.h5 --compare independent.h5\n";
 
 static const char *const SAMPLE_HELP =
     "usage: nf video sample MODEL.h5 -o OUT.gif|OUT.png [options]\n"
@@ -272,13 +277,29 @@ static int load_videos(const char *path, nf_model *m, nf_source **s)
     return nf_source_rows_load(s, path, "/x", (size_t)c->frames * c->h * c->w * c->c, 0, 0);
 }
 
+/* Per-video bits/dim of the videos s under the video model at `path` (its stage "flow"): bpd (s->n). */
+static int per_video_bpd(const char *path, const nf_source *s, int batch, double *bpd, nf_model **keep)
+{
+    nf_model *m = NULL;
+    int rc = app_open_model_kind(path, "video", &m, NULL);
+    for (int k = 0; rc == NF_OK && k < nf_model_stages(m); k++)
+        if (!strcmp(nf_model_stage_name(m, k), "flow")) rc = nf_model_set_stage(m, k);
+    double mean;
+    if (rc == NF_OK) rc = nf_model_evaluate(m, s, 0, batch, NULL, &mean, NULL, bpd);
+    for (size_t i = 0; rc == NF_OK && i < s->n; i++) bpd[i] = -bpd[i];
+    if (keep && rc == NF_OK) *keep = m;
+    else nf_model_free(m);
+    return rc;
+}
+
 static int cmd_eval(int argc, char **argv)
 {
-    const char *cmd = "video eval", *pos[2];
+    const char *cmd = "video eval", *pos[2], *other = NULL;
     int json = 0, batch = 64;
     const flag_spec flags[] = {
         {.name = "--json", .kind = FLAG_BOOL, .dst = &json},
         {.name = "--batch", .kind = FLAG_INT, .dst = &batch, .lo = 1, .hi = 1 << 20},
+        {.name = "--compare", .kind = FLAG_STRING, .dst = &other},
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = EVAL_HELP, .flags = flags, .max_pos = 2};
@@ -288,32 +309,67 @@ static int cmd_eval(int argc, char **argv)
     if (app_mpi_refuse(cmd)) return 2;
     nf_model *m = NULL;
     nf_source *s = NULL;
-    double mean = NAN, se = NAN, rms = NAN;
+    double mean = NAN, se = NAN, rms = NAN, omean = NAN, dmean = NAN, dse = NAN;
+    double *bpd = NULL, *obpd = NULL;
     int rc = app_open_model_kind(pos[0], "video", &m, NULL);
     if (rc == NF_OK) rc = load_videos(pos[1], m, &s);
+    if (rc == NF_OK && !(bpd = malloc(s->n * sizeof *bpd))) rc = nf_error(NF_ENOMEM, "out of memory");
     /* a model with a denoiser or an autoencoder is read in its stage "flow", whose metric is bits/dim */
-    for (int k = 0; rc == NF_OK && k < nf_model_stages(m); k++)
-        if (!strcmp(nf_model_stage_name(m, k), "flow")) rc = nf_model_set_stage(m, k);
-    if (rc == NF_OK) rc = nf_model_evaluate(m, s, 0, batch, NULL, &mean, &se, NULL);
+    nf_model_free(m);
+    m = NULL;
+    if (rc == NF_OK) rc = per_video_bpd(pos[0], s, batch, bpd, &m);
     if (rc == NF_OK) rc = nf_model_video_codec_error(m, nf_source_rows(s).x, (int)s->n, &rms);
+    if (rc == NF_OK && other) {
+        /* the other model on the same videos: the paired difference, video by video */
+        nf_model *o = NULL;
+        rc = app_open_model_kind(other, "video", &o, NULL);
+        const nf_video_config *a = rc == NF_OK ? nf_model_video_config(m) : NULL, *b = rc == NF_OK ? nf_model_video_config(o) : NULL;
+        if (rc == NF_OK && (a->frames != b->frames || a->h != b->h || a->w != b->w || a->c != b->c ||
+                            a->levels != b->levels || a->codec != b->codec || a->block != b->block || a->keep != b->keep))
+            rc = nf_error(NF_EINVAL, "%s: another video shape or codec than %s (expected the same, so that their bits/dim "
+                                     "measure the same latents)", other, pos[0]);
+        nf_model_free(o);
+        if (rc == NF_OK && !(obpd = malloc(s->n * sizeof *obpd))) rc = nf_error(NF_ENOMEM, "out of memory");
+        if (rc == NF_OK) rc = per_video_bpd(other, s, batch, obpd, NULL);
+    }
+    if (rc == NF_OK) {
+        const size_t n = s->n;
+        double s1 = 0, s2 = 0, o1 = 0, d1 = 0, d2 = 0;
+        for (size_t i = 0; i < n; i++) s1 += bpd[i], s2 += bpd[i] * bpd[i];
+        mean = s1 / n;
+        se = n > 1 ? sqrt(fmax(s2 - s1 * s1 / n, 0) / (n - 1) / n) : 0;
+        for (size_t i = 0; obpd && i < n; i++) o1 += obpd[i], d1 += bpd[i] - obpd[i], d2 += (bpd[i] - obpd[i]) * (bpd[i] - obpd[i]);
+        if (obpd) {
+            omean = o1 / n, dmean = d1 / n;
+            dse = n > 1 ? sqrt(fmax(d2 - d1 * d1 / n, 0) / (n - 1) / n) : 0;
+        }
+    }
     if (rc == NF_OK) {
         const nf_video_config *c = nf_model_video_config(m);
         const char *per = c->codec == 1 ? "latent value" : c->keep == c->block ? "pixel" : "kept DCT coefficient";
-        if (json)
+        if (json) {
             printf("{\"videos\": %zu, \"bits_per_dim\": %.9g, \"bits_per_dim_stderr\": %.9g, \"per\": \"%s\", "
-                   "\"codec_rms_levels\": %.9g}\n", s->n, -mean, se, per, rms);
-        else {
+                   "\"codec_rms_levels\": %.9g", s->n, mean, se, per, rms);
+            if (other)
+                printf(", \"compare\": {\"model\": \"%s\", \"bits_per_dim\": %.9g, \"difference\": %.9g, "
+                       "\"difference_stderr\": %.9g}", other, omean, dmean, dse);
+            printf("}\n");
+        } else {
             printf("data          %s (%zu videos of %d frames %dx%dx%d, %d levels)\n", pos[1], s->n, c->frames, c->h,
                    c->w, c->c, c->levels);
-            printf("bits/dim      %.5f +- %.5f (per %s)\n", -mean, se, per);
+            printf("bits/dim      %.5f +- %.5f (per %s)\n", mean, se, per);
             if (c->codec == 1)
                 printf("codec error   %.4f grey levels RMS (autoencoder, width %d, %dx%d downsampling)\n", rms,
                        c->ae_width, c->block, c->block);
             else
                 printf("codec error   %.4f grey levels RMS (DCT %dx%d blocks, %dx%d kept)\n", rms, c->block, c->block,
                        c->keep, c->keep);
+            if (other)
+                printf("against       %s: %.5f bits/dim; this model - that one %+.5f +- %.5f (paired over the videos)\n",
+                       other, omean, dmean, dse);
         }
     }
+    free(bpd), free(obpd);
     nf_source_free(s);
     nf_model_free(m);
     return rc == NF_OK ? 0 : cli_fail(cmd);

@@ -216,6 +216,17 @@ e1=$(nfrun video eval aer.h5 balls.test.h5 --json 2>&1)
 e2=$(nfrun video eval aeref.h5 balls.test.h5 --json 2>&1)
 check "autoencoder fit stopped (exit $st) and resumed: the uninterrupted model ($(head -c 120 <<<"$e1"))" \
     bash -c "[ $st = 130 ] && [ -n '$e1' ] && [ '$e1' = '$e2' ]"
+# paired comparison of two models on the same videos: the difference of their own evaluations
+jc=$(nfrun video eval v.h5 balls.test.h5 --compare v0.h5 --json 2>&1)
+dif=$(sed -n 's/.*"difference": \([-0-9.e]*\).*/\1/p' <<<"$jc")
+dse=$(sed -n 's/.*"difference_stderr": \([-0-9.e]*\).*/\1/p' <<<"$jc")
+check "eval --compare: the paired difference is the difference of the two evaluations ($dif +- $dse; $b1 - $b0)" \
+    awk -v d="$dif" -v s="$dse" -v a="$b1" -v b="$b0" \
+    'BEGIN { exit !(d != "" && s != "" && (d - (a - b))^2 < 1e-10 && s > 0) }'
+nfrun video eval v.h5 balls.test.h5 --compare ae.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "eval --compare with a model of another codec: exit 1, one line ($(head -c 160 "$T/err"))" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'codec' '$T/err'"
 nfrun video fit balls.train.h5 --codec wavelet -o x.h5 >/dev/null 2>"$T/err"
 rc=$?
 check "--codec wavelet: usage error naming the choices, no model" \
