@@ -277,18 +277,16 @@ static int load_videos(const char *path, nf_model *m, nf_source **s)
     return nf_source_rows_load(s, path, "/x", (size_t)c->frames * c->h * c->w * c->c, 0, 0);
 }
 
-/* Per-video bits/dim of the videos s under the video model at `path` (its stage "flow"): bpd (s->n). */
-static int per_video_bpd(const char *path, const nf_source *s, int batch, double *bpd, nf_model **keep)
+/* Per-video bits/dim of the videos s under video model m, read in its stage "flow" (a model with
+ * a denoiser or an autoencoder has others, whose metric is not bits/dim): bpd (s->n). */
+static int per_video_bpd(nf_model *m, const nf_source *s, int batch, double *bpd)
 {
-    nf_model *m = NULL;
-    int rc = app_open_model_kind(path, "video", &m, NULL);
+    int rc = NF_OK;
     for (int k = 0; rc == NF_OK && k < nf_model_stages(m); k++)
         if (!strcmp(nf_model_stage_name(m, k), "flow")) rc = nf_model_set_stage(m, k);
     double mean;
     if (rc == NF_OK) rc = nf_model_evaluate(m, s, 0, batch, NULL, &mean, NULL, bpd);
     for (size_t i = 0; rc == NF_OK && i < s->n; i++) bpd[i] = -bpd[i];
-    if (keep && rc == NF_OK) *keep = m;
-    else nf_model_free(m);
     return rc;
 }
 
@@ -314,10 +312,7 @@ static int cmd_eval(int argc, char **argv)
     int rc = app_open_model_kind(pos[0], "video", &m, NULL);
     if (rc == NF_OK) rc = load_videos(pos[1], m, &s);
     if (rc == NF_OK && !(bpd = malloc(s->n * sizeof *bpd))) rc = nf_error(NF_ENOMEM, "out of memory");
-    /* a model with a denoiser or an autoencoder is read in its stage "flow", whose metric is bits/dim */
-    nf_model_free(m);
-    m = NULL;
-    if (rc == NF_OK) rc = per_video_bpd(pos[0], s, batch, bpd, &m);
+    if (rc == NF_OK) rc = per_video_bpd(m, s, batch, bpd);
     if (rc == NF_OK) rc = nf_model_video_codec_error(m, nf_source_rows(s).x, (int)s->n, &rms);
     if (rc == NF_OK && other) {
         /* the other model on the same videos: the paired difference, video by video */
@@ -328,9 +323,9 @@ static int cmd_eval(int argc, char **argv)
                             a->levels != b->levels || a->codec != b->codec || a->block != b->block || a->keep != b->keep))
             rc = nf_error(NF_EINVAL, "%s: another video shape or codec than %s (expected the same, so that their bits/dim "
                                      "measure the same latents)", other, pos[0]);
-        nf_model_free(o);
         if (rc == NF_OK && !(obpd = malloc(s->n * sizeof *obpd))) rc = nf_error(NF_ENOMEM, "out of memory");
-        if (rc == NF_OK) rc = per_video_bpd(other, s, batch, obpd, NULL);
+        if (rc == NF_OK) rc = per_video_bpd(o, s, batch, obpd);
+        nf_model_free(o);
     }
     if (rc == NF_OK) {
         const size_t n = s->n;

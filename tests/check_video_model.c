@@ -650,9 +650,9 @@ START_TEST(two_stages_train_and_round_trip)
     ck_assert_msg(moved[1][0] > 0 && moved[1][1] == 0, "stage flow moved %d flow and %d codec entries", moved[1][0],
                   moved[1][1]);
     int scale_set = 0;
-    for (size_t k = 0; k < m->S->nslices; k++)
-        if (!strcmp(m->S->slices[k].name, "codec.latent_scale"))
-            for (size_t q = 0; q < m->S->slices[k].size; q++) scale_set += m->S->value[m->S->slices[k].offset + q] != 1;
+    const nf_param_slice *sc = nf_params_find(m->S, "codec.latent_scale");
+    ck_assert(sc);
+    for (size_t q = 0; q < sc->size; q++) scale_set += m->S->value[sc->offset + q] != 1;
     ck_assert_msg(scale_set > 0, "the latent scale was not set when the flow's stage began");
     double bpd[4], again[4];
     ck_assert_int_eq(nf_model_video_bpd(m, bpd, x, 4, NULL), NF_OK);

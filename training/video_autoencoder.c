@@ -57,17 +57,10 @@ static void d2s(nf_real *out, const nf_real *in, int n, int H, int Wd, int C)
                 }
 }
 
-static void relu_inplace(nf_real *x, size_t n)
-{
-    for (size_t k = 0; k < n; k++) x[k] = x[k] > 0 ? x[k] : 0;
-}
-
-/* g = 0 where the post-activation a is not positive */
-static void relu_mask(nf_real *g, const nf_real *a, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        if (!(a[k] > 0)) g[k] = 0;
-}
+/* ReLU in place, and g *= [a > 0] for the post-activation a: the shared vectorised kernels, as
+ * nn/convnet.c uses them */
+static void relu_inplace(nf_real *x, size_t n) { nf_act_forward(NF_ACT_RELU, x, x, n); }
+static void relu_mask(nf_real *g, const nf_real *a, size_t n) { nf_act_backward_ex(NF_ACT_RELU, 0, g, g, a, a, n, 0); }
 
 void nf_video_ae_free(nf_video_ae *ae)
 {
