@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/blas.h"
+#include "core/threads.h"
 
 #define NF_HALF_LOG_2PI 0.91893853320467274178
 
@@ -32,12 +33,12 @@ void nf_dep_free(nf_dep *d)
     free(d->dA);
     free(d->theta);
     free(d->dtheta);
-    free(d->G);
     free(d->M);
     free(d->W);
     free(d->kd);
     free(d->Acache);
     free(d->blk);
+    free(d->seen);
     free(d->es);
     free(d);
 }
@@ -51,7 +52,8 @@ static int alloc_common(nf_dep **out, nf_dep_kind kind, size_t n, int n_params)
     d->n_params = n_params;
     d->theta = nf_calloc((size_t)n_params, sizeof *d->theta, "dependence parameters");
     d->dtheta = nf_calloc((size_t)n_params, sizeof *d->dtheta, "dependence parameters");
-    if (!d->theta || !d->dtheta) {
+    d->seen = nf_calloc(n, 1, "dependence structure");
+    if (!d->theta || !d->dtheta || !d->seen) {
         nf_dep_free(d);
         return NF_ENOMEM;
     }
@@ -258,9 +260,7 @@ static int reserve(nf_dep *d, int b)
     double *A = realloc(d->A, bb * sizeof *A), *dA = A ? realloc(d->dA, bb * sizeof *dA) : NULL;
     if (A) d->A = A;
     if (dA) d->dA = dA;
-    nf_real *G = dA ? realloc(d->G, bb * sizeof *G) : NULL;
-    if (G) d->G = G;
-    nf_real *M = G ? realloc(d->M, bb * sizeof *M) : NULL;
+    nf_real *M = dA ? realloc(d->M, bb * sizeof *M) : NULL;
     if (M) d->M = M;
     nf_real *W = M && w ? realloc(d->W, w * sizeof *W) : d->W;
     if (W) d->W = W;
@@ -272,18 +272,18 @@ static int reserve(nf_dep *d, int b)
     return NF_OK;
 }
 
-static int check_idx(const nf_dep *d, const size_t *idx, int b)
+/* Indices in range and distinct: each point marked in d->seen on the way, the marks cleared after. */
+static int check_idx(nf_dep *d, const size_t *idx, int b)
 {
     if (!idx) return nf_error(NF_EINVAL, "a dependent likelihood needs the points' indices");
-    for (int i = 0; i < b; i++) {
-        if (idx[i] >= d->n)
-            return nf_error(NF_EINVAL, "point index %zu at batch position %d (the structure has %zu points)", idx[i],
-                            i, d->n);
-        /* a batch is a set of points; repeated points would break the pair weights */
-        for (int j = 0; j < i && b <= 4096; j++)
-            if (idx[j] == idx[i])
-                return nf_error(NF_EINVAL, "point %zu is twice in a batch (expected distinct points)", idx[i]);
-    }
+    int i = 0, twice = 0;
+    for (; i < b && idx[i] < d->n && !(twice = d->seen[idx[i]]); i++) d->seen[idx[i]] = 1;
+    for (int j = 0; j < i; j++) d->seen[idx[j]] = 0;
+    if (i < b && !twice)
+        return nf_error(NF_EINVAL, "point index %zu at batch position %d (the structure has %zu points)", idx[i], i,
+                        d->n);
+    /* a batch is a set of points; repeated points would break the pair weights */
+    if (i < b) return nf_error(NF_EINVAL, "point %zu is twice in a batch (expected distinct points)", idx[i]);
     return NF_OK;
 }
 
@@ -331,6 +331,47 @@ static int kin_cache(nf_dep *d, double lam)
     return NF_OK;
 }
 
+/* A_BB from the cache: each pair once (j <= i) from its lower triangle (row max, column min of the
+ * two points), rows split over the thread pool in parts of equal area, then mirrored by tiles.  The
+ * reads land at random in a table of n^2 entries (100 MB at n = 5,000), mostly outside the caches
+ * during training: a read costs memory latency, which threads overlap. */
+typedef struct {
+    const nf_dep *d;
+    const size_t *idx;
+    int b;
+    double *A;
+} kin_lookup_job;
+
+static void kin_lookup_part(void *arg, int part, int nparts)
+{
+    const kin_lookup_job *J = arg;
+    const int b = J->b;
+    /* rows [i0, i1): part p of the triangle's area b^2 / 2 */
+    int i0 = (int)(b * sqrt((double)part / nparts)), i1 = part + 1 == nparts ? b : (int)(b * sqrt((double)(part + 1) / nparts));
+    const nf_real *C = J->d->Acache;
+    const size_t n = J->d->n, *idx = J->idx;
+    for (int i = i0; i < i1; i++) {
+        size_t pi = idx[i];
+        double *Ai = J->A + (size_t)i * b;
+        for (int j = 0; j <= i; j++) {
+            size_t pj = idx[j], hi = pi > pj ? pi : pj, lo = pi ^ pj ^ hi;
+            Ai[j] = C[hi * n + lo];
+        }
+    }
+}
+
+static void kin_lookup(const nf_dep *d, const size_t *idx, int b, double *A)
+{
+    kin_lookup_job J = {.d = d, .idx = idx, .b = b, .A = A};
+    int T = nf_blas_get_threads(), parts = b >= 64 && T > 1 ? T : 1;
+    nf_threads_run(T, parts, kin_lookup_part, &J);
+    enum { TILE = 32 };
+    for (int i0 = 0; i0 < b; i0 += TILE)
+        for (int j0 = i0; j0 < b; j0 += TILE)
+            for (int i = i0; i < i0 + TILE && i < b; i++)
+                for (int j = j0 > i ? j0 : i + 1; j < j0 + TILE && j < b; j++) A[(size_t)i * b + j] = A[(size_t)j * b + i];
+}
+
 int nf_dep_kinship_cache(nf_dep *d, int on)
 {
     if (d->kind != NF_DEP_KINSHIP) return NF_OK;
@@ -353,10 +394,7 @@ int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, d
     if (d->kind == NF_DEP_KINSHIP) {
         if (A && d->use_cache) {
             NF_TRY(kin_cache(d, theta[0]));
-            for (int i = 0; i < b; i++)
-                for (int j = 0; j < b; j++) /* the lower triangle holds A */
-                    A[(size_t)i * b + j] = idx[i] >= idx[j] ? d->Acache[idx[i] * d->n + idx[j]]
-                                                             : d->Acache[idx[j] * d->n + idx[i]];
+            kin_lookup(d, idx, b, A);
         } else if (A) {
             kinship_block(d, theta[0], idx, b, A, 0);
         }
@@ -629,7 +667,7 @@ static double pair_weight(const nf_dep *d, int b) { return b > 1 ? (double)(d->n
  * few; the weights w, w' are recomputed only when lambda changes. */
 static int kin_reserve(nf_dep *d, int b, int p)
 {
-    size_t n = d->n, need = 2 * n * p + 2 * n + 2 * (size_t)b * p + 2 * (size_t)b;
+    size_t n = d->n, need = 2 * n * p + 2 * n + 3 * (size_t)b * p + 2 * (size_t)b;
     if (need > d->cap_kd) {
         double *w = realloc(d->kd, need * sizeof *w);
         if (!w) return nf_error(NF_ENOMEM, "out of memory for a kinship batch of %d points", b);
@@ -640,7 +678,7 @@ static int kin_reserve(nf_dep *d, int b, int p)
     return NF_OK;
 }
 
-/* Workspace: w, w' (n each), V, T (n x p each), Y, Y2 (b x p each), a, a' (b each). */
+/* Workspace: w, w' (n each), V, T (n x p each), Y, Y2 (b x p each), a, a' (b each), X (p x b). */
 #define KIN_W(d) ((d)->kd)
 #define KIN_WD(d) ((d)->kd + (d)->n)
 #define KIN_V(d) ((d)->kd + 2 * (d)->n)
@@ -648,6 +686,7 @@ static int kin_reserve(nf_dep *d, int b, int p)
 #define KIN_Y(d, p) (KIN_T(d, p) + (d)->n * (size_t)(p))
 #define KIN_Y2(d, b, p) (KIN_Y(d, p) + (size_t)(b) * (p))
 #define KIN_A(d, b, p) (KIN_Y2(d, b, p) + (size_t)(b) * (p))
+#define KIN_X(d, b, p) (KIN_A(d, b, p) + 2 * (size_t)(b))
 
 static void kin_weights(nf_dep *d)
 {
@@ -705,14 +744,46 @@ static void kin_scatter(nf_dep *d, double *out, double *diag, const double *f, c
     }
 }
 
+/* With the cached precision (nf_dep_kinship_cache): the batch's block A_BB (b x b, from
+ * nf_dep_precision) times the batch's latents: out_i = sum_j A_ij g_j z_j (g NULL meaning 1) and
+ * diag_i = A_ii (diag may be NULL); b^2 p multiply-adds over A's rows, the latents transposed to
+ * columns X (p x b) so each sum runs along a row. */
+static void kin_block_times(const double *A, double *out, double *diag, const nf_real *z, const nf_real *g, int b,
+                            int p, double *X)
+{
+    for (int j = 0; j < b; j++)
+        for (int k = 0; k < p; k++) X[(size_t)k * b + j] = (g ? (double)g[j] : 1.0) * z[(size_t)j * p + k];
+    for (int i = 0; i < b; i++) {
+        const double *Ai = A + (size_t)i * b;
+        for (int k = 0; k < p; k++) {
+            const double *x = X + (size_t)k * b;
+            double sum = 0;
+#pragma omp simd reduction(+ : sum)
+            for (int j = 0; j < b; j++) sum += Ai[j] * x[j];
+            out[(size_t)i * p + k] = sum;
+        }
+        if (diag) diag[i] = Ai[i];
+    }
+}
+
+/* The kinship terms from Y_i = sum_{j in B} A_ij z_j and a_i = A_ii: through the eigenbasis, or
+ * from the cached precision's block (looked up into d->A, kept for the backward). */
 static int kin_log_prob(nf_dep *d, nf_real *t, const nf_real *z, const size_t *idx, int b, int p, double base,
                         double c)
 {
     NF_TRY(kin_reserve(d, b, p));
-    kin_weights(d);
-    double *V = KIN_V(d), *Y = KIN_Y(d, p), *a = KIN_A(d, b, p);
-    kin_gather(d, V, z, NULL, idx, b, p);
-    kin_scatter(d, Y, a, KIN_W(d), V, idx, b, p);
+    double *Y = KIN_Y(d, p), *a = KIN_A(d, b, p);
+    if (d->use_cache) {
+        NF_TRY(reserve(d, b)); /* before d->A is read: it may move */
+        NF_TRY(nf_dep_precision(d, d->theta, idx, b, d->A, NULL));
+        kin_block_times(d->A, Y, a, z, NULL, b, p, KIN_X(d, b, p));
+    } else {
+        NF_TRY(check_idx(d, idx, b));
+        kin_weights(d);
+        double *V = KIN_V(d);
+        kin_gather(d, V, z, NULL, idx, b, p);
+        kin_scatter(d, Y, a, KIN_W(d), V, idx, b, p);
+    }
     int bad = -1;
     for (int i = 0; i < b; i++) {
         double q = 0, zy = 0;
@@ -729,16 +800,20 @@ static int kin_log_prob(nf_dep *d, nf_real *t, const nf_real *z, const size_t *i
     return NF_OK;
 }
 
-static void kin_backward(nf_dep *d, nf_real *dz, double *dlam, const nf_real *dt, const nf_real *z, const size_t *idx,
-                         int b, int p, double c)
+static int kin_backward(nf_dep *d, nf_real *dz, double *dlam, const nf_real *dt, const nf_real *z, const size_t *idx,
+                        int b, int p, double c)
 {
-    kin_weights(d);
     double *V = KIN_V(d), *Y = KIN_Y(d, p), *Y2 = KIN_Y2(d, b, p), *a = KIN_A(d, b, p), *da = a + b;
+    if (!d->use_cache) kin_weights(d);
     if (dz) {
-        /* Y2 = Y'; V stays for the lambda part, so the sum over j goes into T (scaled there in place) */
-        double *S = KIN_T(d, p);
-        kin_gather(d, S, z, dt, idx, b, p);
-        kin_scatter(d, Y2, NULL, KIN_W(d), S, idx, b, p);
+        /* Y2 = Y' = sum_j A_ij dt_j z_j; V stays for the lambda part, so the eigenbasis sum goes into T */
+        if (d->use_cache) {
+            kin_block_times(d->A, Y2, NULL, z, dt, b, p, KIN_X(d, b, p));
+        } else {
+            double *S = KIN_T(d, p);
+            kin_gather(d, S, z, dt, idx, b, p);
+            kin_scatter(d, Y2, NULL, KIN_W(d), S, idx, b, p);
+        }
         for (int i = 0; i < b; i++) {
             double g = dt[i];
             for (int j = 0; j < p; j++) {
@@ -749,7 +824,14 @@ static void kin_backward(nf_dep *d, nf_real *dz, double *dlam, const nf_real *dt
         }
     }
     if (dlam) {
-        kin_scatter(d, Y2, da, KIN_WD(d), V, idx, b, p);
+        /* Y2 = sum_j dA_ij/dlambda z_j and da_i = dA_ii/dlambda */
+        if (d->use_cache) {
+            NF_TRY(reserve(d, b)); /* before d->dA is read: it may move */
+            NF_TRY(nf_dep_precision(d, d->theta, idx, b, NULL, d->dA));
+            kin_block_times(d->dA, Y2, da, z, NULL, b, p, KIN_X(d, b, p));
+        } else {
+            kin_scatter(d, Y2, da, KIN_WD(d), V, idx, b, p);
+        }
         double s = 0;
         for (int i = 0; i < b; i++) {
             double q = 0, zy = 0;
@@ -761,6 +843,7 @@ static void kin_backward(nf_dep *d, nf_real *dz, double *dlam, const nf_real *dt
         }
         *dlam += s;
     }
+    return NF_OK;
 }
 
 /* ---- equi batches by block sums: O(b p) ---------------------------------------------------------
@@ -850,43 +933,21 @@ static void equi_backward(nf_dep *d, nf_real *dz, double *dtheta, const nf_real 
     }
 }
 
-/* t_i = -(p/2) log 2pi - (p/(2n)) log det Sigma - 1/2 [A_ii G_ii + c sum_{j != i} A_ij G_ij], G = Z Z^T. */
+/* t_i = -(p/2) log 2pi - (p/(2n)) log det Sigma - 1/2 [A_ii |z_i|^2 + c sum_{j != i} A_ij z_i.z_j]. */
 int nf_dep_batch_log_prob(nf_dep *d, const nf_real *u, nf_real *t, const nf_real *z, const size_t *idx, int b, int p)
 {
     if (b < 1) return nf_error(NF_EINVAL, "dependent log-likelihood of an empty batch");
     nf_dep_theta(d, u, d->theta);
+    double base = -p * NF_HALF_LOG_2PI - 0.5 * p / (double)d->n * nf_dep_log_det(d, d->theta, NULL);
     if (d->kind == NF_DEP_EQUI) {
         NF_TRY(check_idx(d, idx, b));
-        double base = -p * NF_HALF_LOG_2PI - 0.5 * p / (double)d->n * nf_dep_log_det(d, d->theta, NULL);
         return equi_log_prob(d, t, z, idx, b, p, base, pair_weight(d, b));
     }
-    if (d->kind == NF_DEP_KINSHIP && !d->use_cache) {
-        NF_TRY(check_idx(d, idx, b));
-        double base = -p * NF_HALF_LOG_2PI - 0.5 * p / (double)d->n * nf_dep_log_det(d, d->theta, NULL);
-        return kin_log_prob(d, t, z, idx, b, p, base, pair_weight(d, b));
-    }
-    NF_TRY(reserve(d, b));
-    NF_TRY(nf_dep_precision(d, d->theta, idx, b, d->A, NULL));
-    nf_gemm(0, 1, b, b, p, 1, z, p, z, p, 0, d->G, b);
-    double base = -p * NF_HALF_LOG_2PI - 0.5 * p / (double)d->n * nf_dep_log_det(d, d->theta, NULL);
-    double c = pair_weight(d, b);
-    int bad = -1;
-    for (int i = 0; i < b; i++) {
-        const double *Ai = d->A + (size_t)i * b;
-        const nf_real *Gi = d->G + (size_t)i * b;
-        double cross = 0;
-        for (int j = 0; j < b; j++)
-            if (j != i) cross += Ai[j] * Gi[j];
-        double ti = base - 0.5 * (Ai[i] * Gi[i] + c * cross);
-        t[i] = (nf_real)ti;
-        if (!isfinite(ti) && bad < 0) bad = i;
-    }
-    if (bad >= 0) return nf_error(NF_ENONFINITE, "dependent log-density of batch row %d is not finite", bad);
-    return NF_OK;
+    return kin_log_prob(d, t, z, idx, b, p, base, pair_weight(d, b));
 }
 
-/* dz = -M Z with M_ii = dt_i A_ii, M_ij = (c/2)(dt_i + dt_j) A_ij (A symmetric); the parameter part as
- * in dependent.h, chained through dtheta/du = theta (1 - theta). */
+/* dz_i = -dt_i A_ii z_i - (c/2) sum_{j != i} (dt_i + dt_j) A_ij z_j (A symmetric); the parameter part
+ * as in dependent.h, chained through dtheta/du = theta (1 - theta). */
 int nf_dep_batch_backward(nf_dep *d, const nf_real *u, nf_real *dz, nf_real *du, const nf_real *dt, const nf_real *z,
                           const size_t *idx, int b, int p)
 {
@@ -905,46 +966,16 @@ int nf_dep_batch_backward(nf_dep *d, const nf_real *u, nf_real *dz, nf_real *du,
             du[k] += (nf_real)(d->dtheta[k] * d->theta[k] * (1 - d->theta[k]));
         return NF_OK;
     }
-    if (d->kind == NF_DEP_KINSHIP && !d->use_cache) {
-        if (b < 1 || b != d->kin_b) return nf_error(NF_EINVAL, "dependent backward without a matching log_prob");
-        nf_dep_theta(d, u, d->theta);
-        double dlam = 0, dl = 0;
-        kin_backward(d, dz, du ? &dlam : NULL, dt, z, idx, b, p, c);
-        if (du) {
-            double sum_dt = 0;
-            for (int i = 0; i < b; i++) sum_dt += dt[i];
-            nf_dep_log_det(d, d->theta, &dl);
-            dlam += -0.5 * p / (double)d->n * sum_dt * dl;
-            du[0] += (nf_real)(dlam * d->theta[0] * (1 - d->theta[0]));
-        }
-        return NF_OK;
-    }
-    if (b < 1 || b > d->cap_b) return nf_error(NF_EINVAL, "dependent backward without a matching log_prob");
-    if (dz) {
-        for (int i = 0; i < b; i++)
-            for (int j = 0; j < b; j++) {
-                double a = d->A[(size_t)i * b + j];
-                d->M[(size_t)i * b + j] = (nf_real)(i == j ? dt[i] * a : 0.5 * c * ((double)dt[i] + dt[j]) * a);
-            }
-        nf_gemm(0, 0, b, p, b, -1, d->M, b, z, p, 1, dz, p);
-    }
+    if (b < 1 || b != d->kin_b) return nf_error(NF_EINVAL, "dependent backward without a matching log_prob");
+    nf_dep_theta(d, u, d->theta);
+    double dlam = 0, dl = 0;
+    NF_TRY(kin_backward(d, dz, du ? &dlam : NULL, dt, z, idx, b, p, c));
     if (du) {
-        nf_dep_theta(d, u, d->theta);
-        NF_TRY(nf_dep_precision(d, d->theta, idx, b, NULL, d->dA));
-        nf_dep_log_det(d, d->theta, d->dtheta);
         double sum_dt = 0;
         for (int i = 0; i < b; i++) sum_dt += dt[i];
-        for (int k = 0; k < d->n_params; k++) d->dtheta[k] *= -0.5 * p / (double)d->n * sum_dt;
-        for (int i = 0; i < b; i++) {
-            const double *dAi = d->dA + (size_t)i * b;
-            const nf_real *Gi = d->G + (size_t)i * b;
-            double cross = 0;
-            for (int j = 0; j < b; j++)
-                if (j != i) cross += dAi[j] * Gi[j];
-            d->dtheta[nf_dep_param_of(d, idx[i])] += -0.5 * dt[i] * (dAi[i] * Gi[i] + c * cross);
-        }
-        for (int k = 0; k < d->n_params; k++)
-            du[k] += (nf_real)(d->dtheta[k] * d->theta[k] * (1 - d->theta[k]));
+        nf_dep_log_det(d, d->theta, &dl);
+        dlam += -0.5 * p / (double)d->n * sum_dt * dl;
+        du[0] += (nf_real)(dlam * d->theta[0] * (1 - d->theta[0]));
     }
     return NF_OK;
 }

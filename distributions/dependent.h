@@ -63,11 +63,12 @@ typedef struct nf_dep {
     size_t cap_w;
     double *A, *dA;         /* (b, b) precision entries of the batch and d/dtheta of each */
     int *blk;               /* (b) equi: the batch's blocks */
+    unsigned char *seen;    /* (n) zero between calls: marks a batch's points while checking them */
     double *es;             /* equi batches: block sums (2, n_blocks, p) */
     size_t cap_es;
     int equi_b;
     double *theta, *dtheta; /* (n_params) */
-    nf_real *G, *M, *W;     /* (b, b) Gram z_i.z_j, (b, b) backward weights, (2, b, n) rows of U */
+    nf_real *M, *W;         /* (b, b) product of the eigenbasis block, (2, b, n) rows of U */
     double *kd;             /* kinship batches: weights (2, n), products (2, n, p), (2, b, p), (2, b) */
     size_t cap_kd;
     double kin_lam;         /* lambda of the weights in kd */
