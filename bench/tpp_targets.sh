@@ -28,6 +28,8 @@
 # (lognormmix flow exponential), TPP_FIT_ARGS (extra fit flags, e.g. "--steps 500"), TPP_THREADS
 # (threads per fit, 1), TPP_JOBS (fits at once, 1), TPP_SEED (split, fit and sample seed, 1),
 # TPP_TRUTH_DRAWS (simulations of the generating process for the KS reference, 20; 0: none),
+# TPP_SAMPLE_DRAWS (more samples of each fitted model, seeds 1..K, for the same statistics as the
+# truth's: median KS p and how many fall below 0.01; 0: none, the default),
 # TPP_OUT (bench/out/tpp; models, logs, eval JSON, summary.json), TPP_SUMMARY_ONLY=1 (only the table
 # from what TPP_OUT holds).
 set -u
@@ -66,6 +68,10 @@ job() {
     if [ "$d" != exponential ]; then
         "$NF" tpp sample "$p.model.h5" -n "$(cat "$OUT/$s.ntest")" --t-end "$(cat "$OUT/$s.tend")" --seed "$SEED" \
             -o "$p.sample.h5" >> "$p.fit.log" 2>&1 || say "$s $d: sample failed (see $p.fit.log)"
+        for k in $(seq 1 "${TPP_SAMPLE_DRAWS:-0}"); do
+            "$NF" tpp sample "$p.model.h5" -n "$(cat "$OUT/$s.ntest")" --t-end "$(cat "$OUT/$s.tend")" --seed "$k" \
+                -o "$p.draw$k.h5" >> "$p.fit.log" 2>&1 || say "$s $d: sample $k failed (see $p.fit.log)"
+        done
     fi
     say "$s $d: done in $((t1 - t0)) s: $(cat "$p.eval.json" 2>/dev/null | head -c 300)"
 }
@@ -157,6 +163,11 @@ for s in sets:
                 r[d + "_ks"], r[d + "_ks_p"] = ks_2samp(intervals(p + ".sample.h5"), intervals(test))
             except Exception as ex:  # a sample file without events, ...
                 r[d + "_ks_error"] = str(ex)
+        draws = sorted(os.path.join(out, n) for n in os.listdir(out) if n.startswith(f"{s}.{d}.draw") and n.endswith(".h5"))
+        if draws:
+            ps = [ks_2samp(intervals(t), intervals(test))[1] for t in draws]
+            r[d + "_draws_ks_p_median"], r[d + "_draws_ks_p_below_0.01"], r[d + "_draws"] = float(np.median(ps)), sum(
+                p < 0.01 for p in ps), len(ps)
     truth = sorted(os.path.join(out, n) for n in os.listdir(out) if n.startswith(s + ".truth") and n.endswith(".h5"))
     if truth:
         ps = [ks_2samp(intervals(t), intervals(test))[1] for t in truth]
@@ -188,5 +199,15 @@ for r in rows:
           if "truth_draws" in r else "-")
     print(f"| {r['set']} | {f(r.get('true'))} | " + " | ".join(cells) + " | " + " | ".join(ks) +
           f" | {tk} | {', '.join(verdict)} |")
+draw_rows = [(r["set"], d, r) for r in rows for d in decoders if d + "_draws" in r]
+if draw_rows:  # the models' own repeated samples, in the truth's statistics
+    print()
+    print("| set | decoder | KS p of K model samples (median; < 0.01) | KS p truth (median; < 0.01) |")
+    print("|---|---|---|---|")
+    for s, d, r in draw_rows:
+        tk = (f"{r['truth_ks_p_median']:.3g}; {r['truth_ks_p_below_0.01']} of {r['truth_draws']}"
+              if "truth_draws" in r else "-")
+        print(f"| {s} | {d} | {r[d + '_draws_ks_p_median']:.3g}; {r[d + '_draws_ks_p_below_0.01']} of "
+              f"{r[d + '_draws']} | {tk} |")
 json.dump(rows, open(os.path.join(out, "summary.json"), "w"), indent=1)
 EOF
