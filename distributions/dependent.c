@@ -347,7 +347,8 @@ static void kin_lookup_part(void *arg, int part, int nparts)
     const kin_lookup_job *J = arg;
     const int b = J->b;
     /* rows [i0, i1): part p of the triangle's area b^2 / 2 */
-    int i0 = (int)(b * sqrt((double)part / nparts)), i1 = part + 1 == nparts ? b : (int)(b * sqrt((double)(part + 1) / nparts));
+    int i0 = (int)(b * sqrt((double)part / nparts));
+    int i1 = part + 1 == nparts ? b : (int)(b * sqrt((double)(part + 1) / nparts));
     const nf_real *C = J->d->Acache;
     const size_t n = J->d->n, *idx = J->idx;
     for (int i = i0; i < i1; i++) {
@@ -369,7 +370,8 @@ static void kin_lookup(const nf_dep *d, const size_t *idx, int b, double *A)
     for (int i0 = 0; i0 < b; i0 += TILE)
         for (int j0 = i0; j0 < b; j0 += TILE)
             for (int i = i0; i < i0 + TILE && i < b; i++)
-                for (int j = j0 > i ? j0 : i + 1; j < j0 + TILE && j < b; j++) A[(size_t)i * b + j] = A[(size_t)j * b + i];
+                for (int j = j0 > i ? j0 : i + 1; j < j0 + TILE && j < b; j++)
+                    A[(size_t)i * b + j] = A[(size_t)j * b + i];
 }
 
 int nf_dep_kinship_cache(nf_dep *d, int on)
