@@ -290,6 +290,18 @@ static int per_video_bpd(nf_model *m, const nf_source *s, int batch, double *bpd
     return rc;
 }
 
+/* The mean of a_i - b_i (b NULL: of a_i) over n values, and its standard error. */
+static void mean_stderr(const double *a, const double *b, size_t n, double *mean, double *se)
+{
+    double s1 = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = b ? a[i] - b[i] : a[i];
+        s1 += v, s2 += v * v;
+    }
+    *mean = s1 / n;
+    *se = n > 1 ? sqrt(fmax(s2 - s1 * s1 / n, 0) / (n - 1) / n) : 0;
+}
+
 static int cmd_eval(int argc, char **argv)
 {
     const char *cmd = "video eval", *pos[2], *other = NULL;
@@ -318,26 +330,22 @@ static int cmd_eval(int argc, char **argv)
         /* the other model on the same videos: the paired difference, video by video */
         nf_model *o = NULL;
         rc = app_open_model_kind(other, "video", &o, NULL);
-        const nf_video_config *a = rc == NF_OK ? nf_model_video_config(m) : NULL, *b = rc == NF_OK ? nf_model_video_config(o) : NULL;
+        const nf_video_config *a = rc == NF_OK ? nf_model_video_config(m) : NULL;
+        const nf_video_config *b = rc == NF_OK ? nf_model_video_config(o) : NULL;
         if (rc == NF_OK && (a->frames != b->frames || a->h != b->h || a->w != b->w || a->c != b->c ||
-                            a->levels != b->levels || a->codec != b->codec || a->block != b->block || a->keep != b->keep))
-            rc = nf_error(NF_EINVAL, "%s: another video shape or codec than %s (expected the same, so that their bits/dim "
-                                     "measure the same latents)", other, pos[0]);
+                            a->levels != b->levels || a->codec != b->codec || a->block != b->block ||
+                            a->keep != b->keep))
+            rc = nf_error(NF_EINVAL, "%s: another video shape or codec than %s (expected the same, so that their "
+                                     "bits/dim measure the same latents)", other, pos[0]);
         if (rc == NF_OK && !(obpd = malloc(s->n * sizeof *obpd))) rc = nf_error(NF_ENOMEM, "out of memory");
         if (rc == NF_OK) rc = per_video_bpd(o, s, batch, obpd);
         nf_model_free(o);
     }
-    if (rc == NF_OK) {
-        const size_t n = s->n;
-        double s1 = 0, s2 = 0, o1 = 0, d1 = 0, d2 = 0;
-        for (size_t i = 0; i < n; i++) s1 += bpd[i], s2 += bpd[i] * bpd[i];
-        mean = s1 / n;
-        se = n > 1 ? sqrt(fmax(s2 - s1 * s1 / n, 0) / (n - 1) / n) : 0;
-        for (size_t i = 0; obpd && i < n; i++) o1 += obpd[i], d1 += bpd[i] - obpd[i], d2 += (bpd[i] - obpd[i]) * (bpd[i] - obpd[i]);
-        if (obpd) {
-            omean = o1 / n, dmean = d1 / n;
-            dse = n > 1 ? sqrt(fmax(d2 - d1 * d1 / n, 0) / (n - 1) / n) : 0;
-        }
+    if (rc == NF_OK) mean_stderr(bpd, NULL, s->n, &mean, &se);
+    if (rc == NF_OK && obpd) {
+        double unused;
+        mean_stderr(obpd, NULL, s->n, &omean, &unused);
+        mean_stderr(bpd, obpd, s->n, &dmean, &dse);
     }
     if (rc == NF_OK) {
         const nf_video_config *c = nf_model_video_config(m);

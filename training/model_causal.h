@@ -17,9 +17,9 @@
  * reads any of the three.
  *
  * Cost: stage 2 needs p(y_k | x_i, a) on the whole grid for every unit of a batch (2K nuisance rows
- * per unit; wider outcomes 2M draws).  The nuisance is fixed in that stage, so the values are kept per unit (by its index in
- * the source, checked against its context row and a checksum of the nuisance weights) and a step
- * after the first epoch evaluates only the target flows.
+ * per unit; wider outcomes 2M draws).  The nuisance is fixed in that stage, so the values are kept
+ * per unit (by its index in the source, checked against its context row and a checksum of the
+ * nuisance weights) and a step after the first epoch evaluates only the target flows.
  */
 #ifndef NF_MODEL_CAUSAL_H
 #define NF_MODEL_CAUSAL_H
