@@ -10,6 +10,7 @@
 #include "core/opts.h"
 #include "core/h5.h"
 #include "core/import.h"
+#include "core/ks.h"
 #include "nn/nn.h"
 #include "nn/conv2d.h"
 #include "nn/transformer.h"

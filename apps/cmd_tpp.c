@@ -13,6 +13,7 @@
 #include "apps/mpi.h"
 #include "apps/train_run.h"
 #include "core/blas.h"
+#include "core/ks.h"
 #include "datasets/sequences.h"
 #include "datasets/sequences_import.h"
 #include "training/model_tpp.h"
@@ -76,6 +77,11 @@ static const char *const EVAL_HELP =
     "probable mark under the model (given their history) is their mark.  When SEQ.h5 carries the\n"
     "truth (nf data make tpp-*, nf tpp import --true-process), also the true process's NLL in each\n"
     "convention and the gap, model minus truth.\n"
+    "\n"
+    "Goodness of fit by time rescaling: under the model, the compensator of each interval,\n"
+    "-log S(tau | history), is an independent Exp(1) draw, so a Kolmogorov-Smirnov test of them\n"
+    "against Exp(1) (statistic D and p-value) checks the model's conditional distributions without\n"
+    "simulating; their mean should be near 1 (below 1: the model's intensity is too low).\n"
     "\n"
     "  --json         one JSON object\n"
     "  --batch N      sequences per batch                  [64]\n"
@@ -237,6 +243,17 @@ static int cmd_eval(int argc, char **argv)
     size_t mk_ok = 0, mk_n = 0;
     const int marked = rc == NF_OK && nf_model_tpp_config(m)->num_marks > 1 && s->num_marks > 1;
     if (marked) rc = nf_model_tpp_mark_accuracy(m, s, batch, &mk_ok, &mk_n);
+    /* time rescaling: the compensators of the events' intervals, tested against Exp(1) */
+    double *lam = NULL, ks_d = 0, ks_p = 1, lam_mean = NAN;
+    if (rc == NF_OK && !(lam = malloc((events ? events : 1) * sizeof *lam))) rc = nf_error(NF_ENOMEM, "out of memory");
+    if (rc == NF_OK) rc = nf_model_tpp_compensators(m, s, batch, lam);
+    if (rc == NF_OK && events) {
+        double sum = 0;
+        for (size_t i = 0; i < events; i++) sum += lam[i], lam[i] = -expm1(-lam[i]);
+        lam_mean = sum / (double)events;
+        ks_d = nf_ks_uniform(lam, events);
+        ks_p = nf_ks_pvalue(ks_d, events);
+    }
     if (rc == NF_OK) {
         double n = (double)s->n, e = (double)(events ? events : 1);
         if (json) {
@@ -246,6 +263,9 @@ static int cmd_eval(int argc, char **argv)
             json_num("nll_per_event_no_survival", -without / e);
             json_num("nll_per_sequence_no_survival", -without / n);
             if (marked) json_num("mark_accuracy", (double)mk_ok / (double)(mk_n ? mk_n : 1));
+            json_num("rescaled_mean", lam_mean);
+            json_num("rescaled_ks_d", ks_d);
+            json_num("rescaled_ks_p", ks_p);
             app_tpp_print_truth(s, seq_ll, seq_ll + s->n, events, 1); /* the gap to /log_lik_true (data_tpp.c) */
             printf("}\n");
         } else {
@@ -256,9 +276,12 @@ static int cmd_eval(int argc, char **argv)
             if (marked)
                 printf("mark accuracy       %.4f (%zu of %zu events: the most probable mark is the true one)\n",
                        (double)mk_ok / (double)(mk_n ? mk_n : 1), mk_ok, mk_n);
+            printf("time rescaling      KS D %.5f, p %.4g against Exp(1); mean compensator %.4f (1 if the "
+                   "model fits)\n", ks_d, ks_p, lam_mean);
             app_tpp_print_truth(s, seq_ll, seq_ll + s->n, events, 0);
         }
     }
+    free(lam);
     free(te);
     free(seq_ll);
     nf_source_free(ns);

@@ -12,7 +12,9 @@
 #                                                   else at its default (steps, lr, schedule, sizes)
 #   nf tpp eval MODEL SET.test.h5 --json            NLL per event in the benchmark's convention (first
 #                                                   interval from 0, no survival term) and the true NLL
-#                                                   of the same test sequences under the generating process
+#                                                   of the same test sequences under the generating process;
+#                                                   the time-rescaling test (the test intervals'
+#                                                   compensators under the model against Exp(1))
 #   nf tpp sample MODEL -n 13 --t-end T             T the median test window; a two-sample KS test of the
 #                                                   pooled inter-event times against the test data (numpy)
 #   nf data make tpp-SET -n 13 --t-end T --seed k  for k = 1..TPP_TRUTH_DRAWS: the same KS test of the
@@ -22,7 +24,9 @@
 #                                                   pooled-interval KS p-values are not uniform under it)
 # then a table: set, true NLL, each decoder's NLL and gap, the KS p-values, the truth's KS p-values
 # (median, and how many of the draws fall below 0.01), and the targets (lognormmix gap <= 0.02, flow
-# <= 0.03, both below exponential except on poisson, KS p > 0.01).
+# <= 0.03, both below exponential except on poisson, KS p > 0.01); with TPP_SAMPLE_DRAWS the KS
+# statistics of the models' repeated samples; and the time-rescaling KS p and mean compensator of
+# the test sequences under each model (a test with exact p-values, unlike the pooled intervals').
 #
 # Environment: NF (build/float/nf), TPP_DATA (tests/data/tpp), TPP_SETS (all five), TPP_DECODERS
 # (lognormmix flow exponential), TPP_FIT_ARGS (extra fit flags, e.g. "--steps 500"), TPP_THREADS
@@ -151,6 +155,8 @@ for s in sets:
         except (OSError, ValueError):
             continue
         r["true"] = e.get("true_nll_per_event_no_survival")
+        if e.get("rescaled_ks_p") is not None:  # time rescaling of the test sequences (nf tpp eval)
+            r[d + "_resc_p"], r[d + "_resc_mean"] = e["rescaled_ks_p"], e["rescaled_mean"]
         r[d] = e["nll_per_event_no_survival"]
         if r["true"] is not None:
             r[d + "_gap"] = r[d] - r["true"]
@@ -209,5 +215,12 @@ if draw_rows:  # the models' own repeated samples, in the truth's statistics
               if "truth_draws" in r else "-")
         print(f"| {s} | {d} | {r[d + '_draws_ks_p_median']:.3g}; {r[d + '_draws_ks_p_below_0.01']} of "
               f"{r[d + '_draws']} | {tk} |")
+resc_rows = [(r["set"], d, r) for r in rows for d in decoders if d + "_resc_p" in r]
+if resc_rows:  # the test sequences' compensators under each model against Exp(1)
+    print()
+    print("| set | decoder | time rescaling of the test sequences: KS p | mean compensator |")
+    print("|---|---|---|---|")
+    for s, d, r in resc_rows:
+        print(f"| {s} | {d} | {r[d + '_resc_p']:.3g} | {r[d + '_resc_mean']:.4f} |")
 json.dump(rows, open(os.path.join(out, "summary.json"), "w"), indent=1)
 EOF

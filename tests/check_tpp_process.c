@@ -9,7 +9,8 @@
  *   mean count R(T) - R(0), the Hawkes mean count against the exact expectation (the linear ODE of
  *   the mean intensity) and mu / (1 - sum alpha) in the long run, renewal interval moments, and
  *   time-rescaling (compensator increments i.i.d. Exp(1), KS test) for every process, with a
- *   negative control that the KS test rejects the wrong process.
+ *   negative control that the KS test rejects the wrong process; the KS statistic and p-value
+ *   (core/ks.h) against values worked out by hand and from the Kolmogorov series.
  * - The five shared TPP sets (tests/data/tpp, copies of ../shared/data/tpp): the mean NLL per event
  *   over all 64 x 1024 events equals the README's value to 3 decimals, and fresh simulations of the
  *   same presets agree with it statistically.
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/import.h"
+#include "core/ks.h"
 #include "datasets/sequences.h"
 #include "datasets/tpp_process.h"
 
@@ -206,25 +208,31 @@ END_TEST
 
 /* ---- statistics of simulated sequences --------------------------------------------------------- */
 
-/* Kolmogorov-Smirnov p-value of x (n, sorted in place) against Exp(1); asymptotic Q_KS with the
- * usual small-sample correction lambda = (sqrt n + 0.12 + 0.11 / sqrt n) D. */
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+/* Kolmogorov-Smirnov p-value of x (n, overwritten) against Exp(1) (core/ks.h). */
 static double ks_exp1(double *x, size_t n)
 {
-    qsort(x, n, sizeof *x, cmp_double);
-    double D = 0;
-    for (size_t i = 0; i < n; i++) {
-        double F = -expm1(-x[i]);
-        D = fmax(D, fmax((double)(i + 1) / n - F, F - (double)i / n));
-    }
-    double sn = sqrt((double)n), lam = (sn + 0.12 + 0.11 / sn) * D, q = 0;
-    for (int k = 1; k <= 100; k++) q += 2 * ((k % 2) ? 1 : -1) * exp(-2.0 * k * k * lam * lam);
-    return fmin(fmax(q, 0), 1);
+    for (size_t i = 0; i < n; i++) x[i] = -expm1(-x[i]);
+    return nf_ks_pvalue(nf_ks_uniform(x, n), n);
 }
+
+/* The statistic on an even grid (D = 1 / (2n)) and on a shifted one; the p-value against the
+ * Kolmogorov distribution at lambda = 1 and 1.36 (Q_KS = 0.2700 and 0.0495, by its series) with the
+ * small-sample correction undone, and its ends. */
+START_TEST(test_ks_statistic_and_pvalue)
+{
+    enum { N = 50 };
+    double u[N];
+    for (int i = 0; i < N; i++) u[N - 1 - i] = (i + 0.5) / N; /* reversed: the statistic sorts */
+    ck_assert_double_eq_tol(nf_ks_uniform(u, N), 0.5 / N, 1e-15);
+    for (int i = 0; i < N; i++) u[i] = (i + 0.5) / N * 0.8;
+    ck_assert_double_eq_tol(nf_ks_uniform(u, N), 1 - 0.8 * (N - 0.5) / N, 1e-14);
+    const double sn = sqrt(400.0), c = sn + 0.12 + 0.11 / sn;
+    ck_assert_double_eq_tol(nf_ks_pvalue(1.0 / c, 400), 0.26999967167735456, 1e-12);
+    ck_assert_double_eq_tol(nf_ks_pvalue(1.36 / c, 400), 0.049485876755377876, 1e-12);
+    ck_assert(nf_ks_pvalue(0, 400) == 1 && nf_ks_pvalue(0.3, 0) == 1);
+    ck_assert(nf_ks_pvalue(1, 400) >= 0 && nf_ks_pvalue(1, 400) < 1e-300);
+}
+END_TEST
 
 /* The compensator increments of all events of sim under q (the last, open interval left out). */
 static double *increments(const nf_tpp_process *q, const nf_tpp_sim *sim, nf_tpp_convention conv)
@@ -665,6 +673,7 @@ static Suite *tpp_suite(void)
     tcase_add_loop_test(tc, test_vs_quadrature, 0, NCASES);
     tcase_add_loop_test(tc, test_time_rescaling, 0, NCASES);
     tcase_add_test(tc, test_time_rescaling_rejects);
+    tcase_add_test(tc, test_ks_statistic_and_pvalue);
     tcase_add_test(tc, test_poisson_counts);
     tcase_add_test(tc, test_hawkes_rate);
     tcase_add_test(tc, test_renewal_moments);

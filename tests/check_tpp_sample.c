@@ -2,13 +2,16 @@
  * (training/model_tpp.h, model_tpp_sample.c): simulated sequences have the right law (Poisson counts
  * from a constant intensity, the log-normal mixture's closed-form interval moments, mark
  * frequencies), are reproducible for a seed and continue histories; the conditional intensity and
- * the marginal interval density match closed forms; the mark accuracy counts argmax hits. */
+ * the marginal interval density match closed forms; the compensators match the closed form and
+ * rescale the model's own samples to Exp(1) (time rescaling) but not another model's; the mark
+ * accuracy counts argmax hits. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ks.h"
 #include "datasets/sequences.h"
 #include "training/model_tpp.h"
 
@@ -408,6 +411,88 @@ START_TEST(intensity_of_constant_rate)
 }
 END_TEST
 
+/* The compensator of each interval, -log S(tau | history), in the closed form of a history-free
+ * log-normal decoder (intervals 1.0, 1.5, 0.25 of the first sequence, 0.5 of the second: each
+ * first one from t_start), the same for any batching. */
+START_TEST(compensators_closed_form)
+{
+    const double shift = 0.3, scale = 0.7, m0 = -0.35, s0 = -0.25;
+    nf_model *m = model(NF_TPP_LOGNORMMIX, 1, 0, shift, scale, NF_TPP_RNN_GRU);
+    slice(m, "decoder.mix.mean")[0] = (nf_real)m0;
+    slice(m, "decoder.mix.log_scale")[0] = (nf_real)s0;
+    const double mu = shift + scale * m0, sigma = scale * exp(s0), tau[4] = {1.0, 1.5, 0.25, 0.5};
+    int64_t off[3] = {0, 3, 4};
+    double times[4] = {1.0, 2.5, 2.75, 0.9}, ts[2] = {0.0, 0.4}, te[2] = {4.0, 2.0}, lam[4];
+    nf_source *src;
+    OK(nf_source_sequences_wrap(&src, 2, off, times, ts, te, NULL, 0));
+    for (int batch = 1; batch <= 2; batch++) {
+        OK(nf_model_tpp_compensators(m, src, batch, lam));
+        for (int e = 0; e < 4; e++) {
+            double want = -log(0.5 * erfc((log(tau[e]) - mu) / sigma / sqrt(2)));
+            ck_assert_msg(fabs(lam[e] - want) < 1e-4 * want, "event %d: %g, closed form %g", e, lam[e], want);
+        }
+    }
+    nf_source_free(src);
+    nf_model_free(m);
+}
+END_TEST
+
+/* Every decoder parameter moved by N(0, sd^2), so that the next interval depends on the history,
+ * but the flow's masked weights (the first layer's column of y, stored as zeros) kept at zero. */
+static void perturb_decoder(nf_model *m, double sd, nf_rng *r)
+{
+    for (size_t i = 0; i < m->P->nslices; i++) {
+        const nf_param_slice *sl = &m->P->slices[i];
+        if (strncmp(sl->name, "decoder.", 8)) continue;
+        const size_t len = strlen(sl->name);
+        const int first_layer = len >= 10 && !strcmp(sl->name + len - 10, "fc0.weight");
+        for (size_t j = 0; j < sl->size; j++)
+            if (!first_layer || m->P->value[sl->offset + j] != 0)
+                m->P->value[sl->offset + j] += (nf_real)(sd * nf_rng_normal(r));
+    }
+}
+
+/* Time rescaling: the compensators of sequences drawn from a model are independent Exp(1) under
+ * that model (KS p-value above 1e-3, mean within 4 standard errors of 1), for a history-dependent
+ * log-normal mixture and flow decoder; under a model whose mixture means moved by 0.3 (intervals
+ * about 25% longer) the same sequences are rejected (p < 1e-6). */
+START_TEST(compensators_rescale_own_samples)
+{
+    const nf_tpp_decoder_kind kinds[2] = {NF_TPP_LOGNORMMIX, NF_TPP_FLOW};
+    for (int k = 0; k < 2; k++) {
+        nf_model *m = model(kinds[k], 3, 0, 0.2, 0.8, NF_TPP_RNN_GRU);
+        nf_rng *r = nf_rng_alloc(23, (uint64_t)k);
+        perturb_decoder(m, 0.3, r);
+        enum { N = 8 }; /* long windows: each window's last event is biased short (it fell before t_end) */
+        double ts[N], te[N];
+        for (int i = 0; i < N; i++) ts[i] = 0, te[i] = 400;
+        nf_tpp_samples s;
+        OK(nf_model_tpp_simulate(m, N, ts, te, NULL, NULL, r, 0, &s));
+        const size_t E = (size_t)s.offsets[N];
+        ck_assert_msg(E > 1000, "%zu events", E);
+        double *lam = malloc(E * sizeof *lam), sum = 0;
+        OK(nf_model_tpp_compensators(m, s.source, 0, lam));
+        for (size_t e = 0; e < E; e++) sum += lam[e], lam[e] = -expm1(-lam[e]);
+        double p = nf_ks_pvalue(nf_ks_uniform(lam, E), E), mean = sum / (double)E;
+        ck_assert_msg(p > 1e-3, "%s: KS p %g of its own samples' compensators", k ? "flow" : "lognormmix", p);
+        ck_assert_msg(fabs(mean - 1) < 4 / sqrt((double)E), "%s: mean compensator %g", k ? "flow" : "lognormmix",
+                      mean);
+        if (kinds[k] == NF_TPP_LOGNORMMIX) {
+            nf_real *mu = slice(m, "decoder.mix.mean");
+            for (int j = 0; j < 3; j++) mu[j] += 0.3f;
+            OK(nf_model_tpp_compensators(m, s.source, 0, lam));
+            for (size_t e = 0; e < E; e++) lam[e] = -expm1(-lam[e]);
+            p = nf_ks_pvalue(nf_ks_uniform(lam, E), E);
+            ck_assert_msg(p < 1e-6, "a shifted model: KS p %g", p);
+        }
+        free(lam);
+        nf_tpp_samples_free(&s);
+        nf_rng_free(r);
+        nf_model_free(m);
+    }
+}
+END_TEST
+
 /* A head whose weights are zero predicts the mark of its largest bias for every event: its accuracy
  * is the share of events with that mark (3 of 7 for mark 2, 2 of 7 for mark 0), whatever the
  * batching; data or a model without marks are refused. */
@@ -455,6 +540,8 @@ int main(void)
     tcase_add_test(tc, bad_windows);
     tcase_add_test(tc, intensity_and_density_closed_form);
     tcase_add_test(tc, intensity_of_constant_rate);
+    tcase_add_test(tc, compensators_closed_form);
+    tcase_add_test(tc, compensators_rescale_own_samples);
     tcase_add_test(tc, mark_accuracy_counts_argmax);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -103,6 +103,14 @@ int nf_model_tpp_intensity(nf_model *m, const nf_source *s, size_t item, const d
  * at most max_contexts of them, evenly spread over the source's events; 0: all).  tau[g] > 0. */
 int nf_model_tpp_interval_density(nf_model *m, const nf_source *s, const double *tau, size_t n_grid,
                                   size_t max_contexts, double *dens);
+/* Time rescaling: lambda[e] = -log S(tau_e | c_e), the model's compensator over the interval that
+ * ends at event e (the first interval of a sequence from its t_start), for the events of s in order
+ * (offsets[n] - offsets[0] values).  If the sequences came from the model, these are independent
+ * Exp(1) draws (the time-rescaling theorem), so a KS test of them against Exp(1) (core/ks.h) checks
+ * the fit without simulating; the last, open interval of each sequence is not an event and is left
+ * out.  (The last event of a window is conditioned on falling before t_end, so its compensator is
+ * biased short: a test wants windows of many events.)  batch: sequences per encoder pass (<= 0: 64). */
+int nf_model_tpp_compensators(nf_model *m, const nf_source *s, int batch, double *lambda);
 /* *correct = events of s whose most probable mark under the model (argmax of the mark head given
  * their history) is their mark, *total = events of s.  NF_EINVAL when the model or s has no marks. */
 int nf_model_tpp_mark_accuracy(nf_model *m, const nf_source *s, int batch, size_t *correct, size_t *total);

@@ -1,6 +1,7 @@
 /* training/model_tpp_sample.c - what a fitted point process gives besides its likelihood
  * (training/model_tpp.h): simulated sequences, the conditional intensity along a sequence, the
- * marginal inter-event density over a source's histories, and the accuracy of its mark head.
+ * marginal inter-event density over a source's histories, the compensators of a source's intervals
+ * (time rescaling) and the accuracy of its mark head.
  *
  * Simulation (nf_model_tpp_simulate) runs sequences in chunks of up to CHUNK, each chunk as one batch of
  * "open" rows, compacted after every round so that the open rows stay contiguous:
@@ -465,6 +466,35 @@ int nf_model_tpp_interval_density(nf_model *m, const nf_source *s, const double 
     }
     nf_batch_free(&b);
     free(ctx), free(tau), free(lp), free(idx);
+    return rc;
+}
+
+int nf_model_tpp_compensators(nf_model *m, const nf_source *s, int batch, double *lambda)
+{
+    NF_TRY(check_model(m));
+    NF_TRY(check_sequences(s));
+    tpp_state *st = m->state;
+    const int H = st->cfg.hidden;
+    if (batch < 1) batch = BATCH;
+    size_t *idx = malloc((size_t)batch * sizeof *idx), done = 0;
+    nf_batch b = {0};
+    int rc = idx ? NF_OK : nf_error(NF_ENOMEM, "out of memory");
+    for (size_t first = 0; rc == NF_OK && first < s->n; first += (size_t)batch) {
+        const int nb = s->n - first < (size_t)batch ? (int)(s->n - first) : batch;
+        for (int i = 0; i < nb; i++) idx[i] = first + (size_t)i;
+        rc = nf_source_fetch(s, idx, nb, &b);
+        if (rc == NF_OK) rc = tpp_encode(m, &b);
+        if (rc != NF_OK) break;
+        const int64_t T = st->off[nb];
+        for (int i = 0; i < nb; i++)
+            for (int64_t j = st->off[i]; j < st->off[i + 1]; j++)
+                memcpy(st->ce + (size_t)j * H, st->h + (size_t)(j + i) * H, (size_t)H * sizeof(nf_real));
+        if (T) rc = nf_tpp_decoder_eval(&st->dec, 1, st->lp, st->tau, st->ce, (int)T);
+        for (int64_t j = 0; rc == NF_OK && j < T; j++) lambda[done + (size_t)j] = -(double)st->lp[j];
+        done += (size_t)T;
+    }
+    nf_batch_free(&b);
+    free(idx);
     return rc;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cli/tpp.sh - nf tpp import / fit / eval on good and bad input: a long-form CSV with marks and
 # an NPY matrix become sequences files, a short fit learns a Poisson process (NLL per event near the
-# true 1 - log rate), SIGTERM and --resume end with the uninterrupted model, and bad files get one
+# true 1 - log rate) whose time-rescaling test passes on its data and rejects a faster process,
+# SIGTERM and --resume end with the uninterrupted model, and bad files get one
 # clear line.  (The library suites check the model itself.)  Run by `make check` with NF set.
 # shellcheck source-path=SCRIPTDIR source=lib.bash
 . "$(dirname "$0")/lib.bash"
@@ -36,6 +37,17 @@ nll=$(sed -n 's/.*"nll_per_event": \([-0-9.e]*\).*/\1/p' <<<"$j")
 # true NLL per event of a rate-2 Poisson process on its window: (2*30 - N log 2) / N = 1 - log 2 = 0.307
 check "the fit reaches the Poisson NLL per event: $nll within 0.05 of 0.307" \
     awk -v v="$nll" 'BEGIN { exit !(v > 0.257 && v < 0.357) }'
+# time rescaling: the fitted model's compensators of its own training data are close to Exp(1)
+rp=$(sed -n 's/.*"rescaled_ks_p": \([-0-9.e]*\).*/\1/p' <<<"$j")
+rm_=$(sed -n 's/.*"rescaled_mean": \([-0-9.e]*\).*/\1/p' <<<"$j")
+check "time rescaling of the Poisson data: KS p $rp > 0.001, mean compensator $rm_ within 0.1 of 1" \
+    awk -v p="$rp" -v m="$rm_" 'BEGIN { exit !(p > 0.001 && m > 0.9 && m < 1.1) }'
+nfrun data make tpp-poisson --rate 3 -n 20 --t-end 30 --seed 3 -o fast.h5 >/dev/null 2>"$T/err"
+jf=$(nfrun tpp eval m.h5 fast.h5 --json 2>&1)
+rp=$(sed -n 's/.*"rescaled_ks_p": \([-0-9.e]*\).*/\1/p' <<<"$jf")
+rm_=$(sed -n 's/.*"rescaled_mean": \([-0-9.e]*\).*/\1/p' <<<"$jf")
+check "time rescaling rejects a rate-3 process under the rate-2 fit: KS p $rp < 1e-6, mean $rm_ < 0.8" \
+    awk -v p="$rp" -v m="$rm_" 'BEGIN { exit !(p != "" && p < 1e-6 && m < 0.8) }'
 nfrun info m.h5 >"$T/info" 2>&1
 check "info shows the tpp kind" grep -q '^kind *tpp' "$T/info"
 nfrun eval m.h5 pois.h5 >/dev/null 2>"$T/err"
