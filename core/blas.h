@@ -7,7 +7,8 @@
  *   native    our own AVX-512 kernel (core/blas_avx512.c, the one file compiled for AVX-512), used
  *             where cpuid reports AVX-512F; the rest of nf is built for the x86-64 baseline, so the
  *             same binary runs everywhere.  It packs op(B) in strips of 2 vectors, broadcasts
- *             op(A) in place and keeps a 12 x 2-vector tile of C in registers.  On the machine nf was
+ *             op(A) in place and keeps a 12 x 2-vector tile of C in registers; the rows go in
+ *             blocks whose op(A) panel and C block stay in L2 while every strip passes over them.  On the machine nf was
  *             first benchmarked on (AMD EPYC, AVX-512, OpenBLAS pinned to its Haswell kernels by
  *             OPENBLAS_CORETYPE) it ran the network's products 1.4-1.9x faster than OpenBLAS.
  *   openblas  CBLAS through OpenBLAS: CPUs without AVX-512, NF_KERNEL=blas in the environment (read

@@ -217,19 +217,32 @@ static __attribute__((noinline)) void strip_rows(int NV, int i0, int i1, int kc,
 #undef TILE
 }
 
-/* Strips s0..s1 and rows i0..i1 of C (one thread's share). */
+/* Strips s0..s1 and rows i0..i1 of C (one thread's share), in blocks of rows whose op(A) panel
+ * (rows x KC) and C block (rows x N) stay in L2 (BLOCK_BYTES) while every strip passes over them:
+ * for each block of rows, each chunk of K, each strip: pack the strip's chunk, run the block's
+ * tiles.  Without the blocks a product with many rows (or a long K) read all of op(A) from memory
+ * once per strip: 51-90 GFLOP/s against 130-157 when it fits (2026-12-05, bench/RESULTS.md).  The
+ * blocks are whole tiles, and each element of C still sums its chunks in order, so the result does
+ * not depend on them. */
+#define BLOCK_BYTES (1 << 20)
 static void native_part(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
                         const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc, int s0, int s1, int i0, int i1)
 {
     (void)M;
     _Alignas(64) nf_real pack[KC * NR];
     const long ars = transA ? 1 : lda, acs = transA ? lda : 1;
-    for (int s = s0; s < s1; s++) {
-        const int j0 = s * NR, nr = N - j0 < NR ? N - j0 : NR, nv = nr > VW ? 2 : 1;
+    const int kmax = K < KC ? K : KC;
+    int mb = (int)(BLOCK_BYTES / (sizeof(nf_real) * (size_t)(kmax + (s1 - s0) * NR))) / MR * MR;
+    if (mb < MR) mb = MR;
+    for (int b0 = i0; b0 < i1; b0 += mb) {
+        const int b1 = i1 - b0 > mb ? b0 + mb : i1;
         for (int k0 = 0; k0 < K; k0 += KC) {
             const int kc = K - k0 < KC ? K - k0 : KC;
-            pack_strip(pack, transB, B, ldb, k0, kc, j0, nr);
-            strip_rows(nv, i0, i1, kc, A + k0 * acs, ars, acs, pack, C + j0, ldc, nr, alpha, beta, k0 == 0);
+            for (int s = s0; s < s1; s++) {
+                const int j0 = s * NR, nr = N - j0 < NR ? N - j0 : NR, nv = nr > VW ? 2 : 1;
+                pack_strip(pack, transB, B, ldb, k0, kc, j0, nr);
+                strip_rows(nv, b0, b1, kc, A + k0 * acs, ars, acs, pack, C + j0, ldc, nr, alpha, beta, k0 == 0);
+            }
         }
     }
 }

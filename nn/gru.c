@@ -13,9 +13,15 @@
  * nf_gemm (M = active rows), and the rows of a sequence that stays active come first at step s + 1
  * in the same order.  Nothing is sorted: a scan of the group's lengths gives every row's place.
  *
- * Per group, steps ascend in forward and descend in backward, threads running groups side by side;
- * the parameter gradients are then three products and two column sums over all T rows (dW_ih = da^T x,
- * dx = da W_ih, dW_hh = dg^T hp, db_ih, db_hh), after the groups, so no two threads write one entry.
+ * Per group, steps ascend in forward and descend in backward, threads running groups side by side.
+ * The bias gradients (db_ih = sum da, db_hh = sum dg) are summed by each group as its cells finish,
+ * and dW_hh = sum_s dg_s^T hp_s by one product per step while its rows are in cache, into the
+ * group's own accumulators (after the 8 H T above: 9H + 3H^2 per group, [db_ih | db_hh | dW_ih |
+ * dW_hh]), added to the store in group order afterwards, so no two threads write one entry; so is
+ * dW_ih = sum da x with one input (I = 1), whose input product x W_ih^T is then a row of x times
+ * W_ih, formed by step_forward where the cell reads it (the point-process encoder: no T x 3H
+ * product and no pass over it from memory).  With more inputs x W_ih^T is one product before the
+ * steps, and dW_ih = da^T x and dx = da W_ih are products over all T rows after them.
  */
 #include "nn/gru.h"
 
@@ -60,10 +66,13 @@ int nf_gru_init(nf_gru *g, nf_params *P, const char *name, int in, int hidden, n
     return NF_OK;
 }
 
+/* nf_reals of one group's accumulators: [db_ih (3H) | db_hh (3H) | dW_ih (3H, I = 1) | dW_hh (3H, H)] */
+#define ACC_SIZE(H) (9 * (size_t)(H) + 3 * (size_t)(H) * (size_t)(H))
+
 size_t nf_gru_workspace(const nf_gru *g, int64_t n_steps, int n_seq)
 {
     (void)n_seq;
-    return n_steps > 0 ? 8 * (size_t)g->hidden * (size_t)n_steps : 0;
+    return n_steps > 0 ? 8 * (size_t)g->hidden * (size_t)n_steps + NF_NN_MAX_THREADS * ACC_SIZE(g->hidden) : 0;
 }
 
 size_t nf_gru_step_workspace(const nf_gru *g, int n) { return n > 0 ? 6 * (size_t)g->hidden * (size_t)n : 0; }
@@ -229,6 +238,8 @@ typedef struct gru_job {
     const nf_gru *g;
     const nf_params *P;
     nf_real *a, *gg, *hp, *dhp;
+    nf_real *acc;               /* backward: each group's accumulators (ACC_SIZE) */
+    const nf_real *x;           /* the input: forward (I = 1) forms x W_ih^T from it, backward dW_ih */
     nf_real *h;                 /* forward: the output */
     const nf_real *dh;          /* backward: its gradient */
     const int64_t *off;
@@ -253,15 +264,20 @@ static NF_SIMD_CLONES int step_forward(const gru_job *J, int b0, int b1, int64_t
     const nf_gru *g = J->g;
     const int H = g->hidden, H3 = 3 * H;
     const int64_t *off = J->off;
-    const nf_real *bih = J->P->value + g->b_ih, *bhh = J->P->value + g->b_hh;
+    const nf_real *bih = J->P->value + g->b_ih, *bhh = J->P->value + g->b_hh, *wih = J->P->value + g->w_ih;
     nf_real *gs = J->gg + (size_t)start * H3, *hps = J->hp + (size_t)start * H;
     nf_real *next = J->hp + (size_t)(start + m) * H;
     int i = 0, i2 = 0;
     for (int b = b0; b < b1; b++) {
         const int64_t L = LEN(off, b);
         if (L <= s) continue;
-        nf_real *out = J->h + (size_t)(off[b] + b + s + 1) * H;
-        cell_forward(H, J->a + (size_t)(off[b] + s) * H3, gs + (size_t)i * H3, bih, bhh, hps + (size_t)i * H, out);
+        nf_real *out = J->h + (size_t)(off[b] + b + s + 1) * H, *ar = J->a + (size_t)(off[b] + s) * H3;
+        if (g->in == 1) { /* x W_ih^T of one input: the product's value, x w rounded once */
+            const nf_real xv = J->x[off[b] + s];
+#pragma omp simd
+            for (int j = 0; j < H3; j++) ar[j] = xv * wih[j];
+        }
+        cell_forward(H, ar, gs + (size_t)i * H3, bih, bhh, hps + (size_t)i * H, out);
         if (L > s + 1) memcpy(next + (size_t)i2++ * H, out, (size_t)H * sizeof *out);
         i++;
     }
@@ -269,20 +285,31 @@ static NF_SIMD_CLONES int step_forward(const gru_job *J, int b0, int b1, int64_t
 }
 
 /* The same backward: cell_backward on step s of sequences [b0, b1) (rows from start), the state
- * after it receiving dh's row plus what step s + 1 sent back (dhp's next block, from end). */
-static NF_SIMD_CLONES void step_backward(const gru_job *J, int b0, int b1, int64_t s, int64_t start, int64_t end)
+ * after it receiving dh's row plus what step s + 1 sent back (dhp's next block, from end); each
+ * row's gradients then go into the group's accumulators acc while they are in cache. */
+static NF_SIMD_CLONES void step_backward(const gru_job *J, int b0, int b1, int64_t s, int64_t start, int64_t end,
+                                         nf_real *acc)
 {
-    const int H = J->g->hidden, H3 = 3 * H;
+    const int H = J->g->hidden, H3 = 3 * H, one_input = J->g->in == 1;
     const int64_t *off = J->off;
     nf_real *gs = J->gg + (size_t)start * H3, *dhps = J->dhp + (size_t)start * H;
+    nf_real *dbi = acc, *dbh = acc + H3, *dwi = acc + 2 * H3;
     const nf_real *hps = J->hp + (size_t)start * H;
     int i = 0, i2 = 0;
     for (int b = b0; b < b1; b++) {
         const int64_t L = LEN(off, b);
         if (L <= s) continue;
         const nf_real *carry = L > s + 1 ? J->dhp + (size_t)(end + i2++) * H : NULL;
-        cell_backward(H, J->a + (size_t)(off[b] + s) * H3, gs + (size_t)i * H3, hps + (size_t)i * H,
-                      J->dh + (size_t)(off[b] + b + s + 1) * H, carry, dhps + (size_t)i * H);
+        nf_real *ar = J->a + (size_t)(off[b] + s) * H3, *gr = gs + (size_t)i * H3;
+        cell_backward(H, ar, gr, hps + (size_t)i * H, J->dh + (size_t)(off[b] + b + s + 1) * H, carry,
+                      dhps + (size_t)i * H);
+#pragma omp simd
+        for (int j = 0; j < H3; j++) dbi[j] += ar[j], dbh[j] += gr[j];
+        if (one_input) {
+            const nf_real xv = J->x[off[b] + s];
+#pragma omp simd
+            for (int j = 0; j < H3; j++) dwi[j] += ar[j] * xv;
+        }
         i++;
     }
 }
@@ -325,11 +352,14 @@ static void backward_part(void *arg, int part, int nparts)
     int64_t smax = 0;
     for (int b = b0; b < b1; b++) smax = LEN(off, b) > smax ? LEN(off, b) : smax;
     int64_t end = off[b1]; /* the end of step s's block */
+    nf_real *acc = J->acc + (size_t)part * ACC_SIZE(H);
+    memset(acc, 0, ACC_SIZE(H) * sizeof *acc);
     for (int64_t s = smax - 1; s >= 0; s--) {
         const int m = active(off, b0, b1, s);
         const int64_t start = end - m;
-        step_backward(J, b0, b1, s, start, end);
+        step_backward(J, b0, b1, s, start, end, acc);
         nf_gemm(0, 0, m, H, H3, 1, J->gg + (size_t)start * H3, H3, Whh, H, 1, J->dhp + (size_t)start * H, H);
+        nf_gemm(1, 0, H3, H, m, 1, J->gg + (size_t)start * H3, H3, J->hp + (size_t)start * H, H, 1, acc + 9 * H, H);
         end = start;
     }
 }
@@ -354,9 +384,9 @@ static int group_threads(int B, int64_t T, int H, int G, double passes)
 }
 
 /* Forward:
- *     a = x W_ih^T for all T steps (one product), row offsets[b] + b of h = the context h0, then per
- *     group and step s: g_s = hp_s W_hh^T over the active rows, and the cell (cell_forward, which
- *     adds the biases).
+ *     a = x W_ih^T for all T steps (one product; with one input, row by row in step_forward), row
+ *     offsets[b] + b of h = the context h0, then per group and step s: g_s = hp_s W_hh^T over the
+ *     active rows, and the cell (cell_forward, which adds the biases).
  */
 void nf_gru_forward(const nf_gru *g, const nf_params *P, nf_real *ws, nf_real *h, const nf_real *x,
                     const int64_t *offsets, int n_seq)
@@ -368,17 +398,19 @@ void nf_gru_forward(const nf_gru *g, const nf_params *P, nf_real *ws, nf_real *h
     for (int b = 0; b < B; b++) copy_or_zero(h + (size_t)(offsets[b] + b) * H, c0, H);
     if (T <= 0) return;
     gru_job J = {.g = g, .P = P, .a = ws, .gg = ws + (size_t)T * H3, .hp = ws + (size_t)T * 2 * H3,
-                 .dhp = ws + (size_t)T * (2 * H3 + H), .h = h, .off = offsets};
-    nf_gemm(0, 1, (int)T, H3, I, 1, x, I, P->value + g->w_ih, I, 0, J.a, H3);
+                 .dhp = ws + (size_t)T * (2 * H3 + H), .x = x, .h = h, .off = offsets};
+    if (I > 1) nf_gemm(0, 1, (int)T, H3, I, 1, x, I, P->value + g->w_ih, I, 0, J.a, H3);
     int cuts[NF_NN_MAX_THREADS + 1];
     const int G = cut_groups(g, offsets, B, cuts);
     J.cuts = cuts;
     nf_threads_run(group_threads(B, T, H, G, 1), G, forward_part, &J);
 }
 
-/* Backward: the groups' steps in reverse (cell_backward, then dhp_s += dg_s W_hh over the active rows),
- * then over all T rows:
- *     db_ih += sum_t da_t,  dW_ih += da^T x,  dx += da W_ih,  db_hh += sum_t dg_t,  dW_hh += dg^T hp,
+/* Backward: the groups' steps in reverse (cell_backward, the rows into the group's sums of da and dg
+ * (and da x with one input), then dhp_s += dg_s W_hh and the group's dW_hh += dg_s^T hp_s over the
+ * active rows), the groups' sums into db_ih, db_hh, dW_hh (and dW_ih) in group order, then over all
+ * T rows:
+ *     dW_ih += da^T x (I > 1),  dx += da W_ih,
  * and dh0 += sum_b dL/d(row 0 of b) (+ dhp of b's first step when the recurrence starts from h0).
  */
 void nf_gru_backward(const nf_gru *g, nf_params *P, nf_real *ws, nf_real *dx, const nf_real *dh,
@@ -396,7 +428,8 @@ void nf_gru_backward(const nf_gru *g, nf_params *P, nf_real *ws, nf_real *dx, co
         }
     if (T <= 0) return;
     gru_job J = {.g = g, .P = P, .a = ws, .gg = ws + (size_t)T * H3, .hp = ws + (size_t)T * 2 * H3,
-                 .dhp = ws + (size_t)T * (2 * H3 + H), .dh = dh, .off = offsets};
+                 .dhp = ws + (size_t)T * (2 * H3 + H), .acc = ws + (size_t)T * 8 * H, .x = x, .dh = dh,
+                 .off = offsets};
     int cuts[NF_NN_MAX_THREADS + 1];
     const int G = cut_groups(g, offsets, B, cuts);
     J.cuts = cuts;
@@ -412,11 +445,17 @@ void nf_gru_backward(const nf_gru *g, nf_params *P, nf_real *ws, nf_real *dx, co
                 row += H;
             }
         }
-    nf_add_row_sums(P->grad + g->b_ih, J.a, T, H3);
-    nf_add_row_sums(P->grad + g->b_hh, J.gg, T, H3);
-    nf_gemm(1, 0, H3, I, (int)T, 1, J.a, H3, x, I, 1, P->grad + g->w_ih, I);
+    for (int k = 0; k < G; k++) {
+        const nf_real *acc = J.acc + (size_t)k * ACC_SIZE(H);
+        nf_real *dbi = P->grad + g->b_ih, *dbh = P->grad + g->b_hh, *dwi = P->grad + g->w_ih;
+        nf_real *dwh = P->grad + g->w_hh;
+        for (int j = 0; j < H3; j++) dbi[j] += acc[j], dbh[j] += acc[H3 + j];
+        if (I == 1)
+            for (int j = 0; j < H3; j++) dwi[j] += acc[2 * H3 + j];
+        for (size_t j = 0; j < (size_t)H3 * H; j++) dwh[j] += acc[9 * H + j];
+    }
+    if (I > 1) nf_gemm(1, 0, H3, I, (int)T, 1, J.a, H3, x, I, 1, P->grad + g->w_ih, I);
     if (dx) nf_gemm(0, 0, (int)T, I, H3, 1, J.a, H3, P->value + g->w_ih, I, 1, dx, I);
-    nf_gemm(1, 0, H3, H, (int)T, 1, J.gg, H3, J.hp, H, 1, P->grad + g->w_hh, H);
 }
 
 /* One step for n rows: a = x W_ih^T, gg = h W_hh^T (ws: (n, 3H) each), then the cell. */

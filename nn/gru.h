@@ -27,8 +27,9 @@
  *     nf_gru_forward(&g, P, ws, h, x, offsets, B);            // h (T + B, H)
  *     ...                                                     // dh (T + B, H) = dL/dh
  *     nf_gru_backward(&g, P, ws, dx, dh, x, offsets, B);      // P->grad += dL/dtheta, dx += dL/dx
- * The steps run time-parallel across the batch: one product X W_ih^T for all T steps up front, then
- * at step s one product h W_hh^T over the sequences that have a step s.  The sequences are cut into
+ * The steps run time-parallel across the batch: one product X W_ih^T for all T steps up front (with
+ * one input, x_t W_ih^T row by row inside the steps), then at step s one product h W_hh^T over the
+ * sequences that have a step s.  The sequences are cut into
  * groups of about g->group (contiguous, balanced by steps) that threads (core/threads.h) run side by
  * side; the cut depends on the batch only, so with nf's own matrix kernel results are bit-identical
  * for any thread count (OpenBLAS's threaded products may round the final sums differently).  One
@@ -60,7 +61,8 @@ typedef struct nf_gru {
  * NF_EINVAL naming the layer for sizes below 1, an unknown h0 mode or no rng. */
 int nf_gru_init(nf_gru *g, nf_params *P, const char *name, int in, int hidden, nf_gru_h0 h0, nf_rng *rng);
 
-/* nf_reals of workspace for a batch of n_seq sequences with n_steps steps in all: 8 H n_steps. */
+/* nf_reals of workspace for a batch of n_seq sequences with n_steps steps in all: 8 H n_steps, and
+ * 9 H + 3 H^2 for each of up to 8 groups' gradient sums (0 for no steps). */
 size_t nf_gru_workspace(const nf_gru *g, int64_t n_steps, int n_seq);
 
 /* h (T + B, H) = the states of every sequence (layout above) for x (T, I) and offsets (B + 1,

@@ -133,7 +133,8 @@ static void gru_setup(gru_case *c, int I, int H, nf_gru_h0 mode, int group, cons
     c->h = malloc((size_t)(c->T + B) * H * sizeof(nf_real));
     c->w = filled((size_t)(c->T + B) * H, -1.2, 1.3, seed + 2);
     size_t wsz = nf_gru_workspace(&c->g, c->T, B);
-    ck_assert_uint_eq(wsz, (size_t)8 * H * c->T);
+    /* 8 H T for the steps, 9 H + 3 H^2 for each of up to 8 groups' sums */
+    ck_assert_uint_eq(wsz, c->T ? (size_t)8 * H * c->T + 8 * (9 * (size_t)H + 3 * (size_t)H * H) : 0);
     c->ws = wsz ? malloc(wsz * sizeof(nf_real)) : NULL;
 }
 
@@ -269,8 +270,8 @@ START_TEST(test_pytorch_example)
         /* Two sequences: the example, and an empty one. */
         const int64_t off[3] = {0, 2, 2};
         const nf_real x[2] = {(nf_real)X2[0], (nf_real)X2[1]};
-        nf_real out[8], ws[32];
-        ck_assert_uint_eq(nf_gru_workspace(&g, 2, 2), 32);
+        nf_real out[8], ws[32 + 8 * 30]; /* 8 H T for the steps, 9 H + 3 H^2 for each of up to 8 groups' sums */
+        ck_assert_uint_eq(nf_gru_workspace(&g, 2, 2), 32 + 8 * 30);
         nf_gru_forward(&g, P, ws, out, x, off, 2);
         double want[8] = {0};
         if (mode == NF_GRU_H0_LEARNED) {
@@ -310,6 +311,13 @@ START_TEST(test_forward_reference)
             check_reference(&c, what);
             gru_teardown(&c);
         }
+    /* One input (x W_ih^T formed row by row in the steps). */
+    for (int mode = 0; mode < 3; mode++) {
+        gru_case c;
+        gru_setup(&c, 1, 6, (nf_gru_h0)mode, 2, LENS, NLENS, 45 + mode);
+        check_reference(&c, "one input");
+        gru_teardown(&c);
+    }
     /* Long sequences, wider layers, the default groups. */
     int len[70];
     nf_rng *r = nf_rng_alloc(77, 0);
@@ -459,43 +467,46 @@ static double finite_diff(loss_fn f, void *c, nf_real *t)
     return (-v[0] + 8 * v[1] - 8 * v[2] + v[3]) / (12 * h);
 }
 
-/* Every parameter entry and input entry, through forward and backward, in each mode and grouping. */
+/* Every parameter entry and input entry, through forward and backward, in each mode and grouping,
+ * with three inputs and with one (whose input product and weight gradient the steps form). */
 START_TEST(test_gradients)
 {
     const int len[6] = {3, 0, 5, 1, 4, 2};
     const int groups[] = {0, 1, 2};
-    for (int mode = 0; mode < 3; mode++)
-        for (int gi = 0; gi < 3; gi++) {
-            gru_case c;
-            gru_setup(&c, 3, 4, (nf_gru_h0)mode, groups[gi], len, 6, 120 + 3 * mode + gi);
-            nf_params *P = c.P;
-            const size_t nx = (size_t)c.T * c.I;
-            /* Pre-filled buffers: backward adds. */
-            for (size_t i = 0; i < P->n; i++) P->grad[i] = (nf_real)0.375;
-            nf_real *dx = malloc(nx * sizeof *dx);
-            for (size_t i = 0; i < nx; i++) dx[i] = (nf_real)-0.625;
-            gru_loss(&c);
-            nf_gru_backward(&c.g, P, c.ws, dx, c.w, c.x, c.off, c.B);
-            double *an = malloc((P->n + nx) * sizeof *an);
-            for (size_t i = 0; i < P->n; i++) an[i] = P->grad[i] - 0.375;
-            for (size_t i = 0; i < nx; i++) an[P->n + i] = dx[i] + 0.625;
-            for (size_t i = 0; i < 7; i++) ck_assert(an[i] == 0); /* the other slice */
-            for (size_t i = 7; i < P->n + nx; i++) {
-                nf_real *t = i < P->n ? &P->value[i] : &c.x[i - P->n];
-                const double fd = finite_diff(gru_loss, &c, t), e = relerr(an[i], fd, 0.05);
-                ck_assert_msg(e < TOL_GRAD, "mode %d, group %d, %s[%zu]: analytic %.12g, finite difference %.12g", mode,
-                              groups[gi], i < P->n ? "theta" : "x", i < P->n ? i : i - P->n, an[i], fd);
+    for (int I = 1; I <= 3; I += 2) {
+        for (int mode = 0; mode < 3; mode++)
+            for (int gi = 0; gi < 3; gi++) {
+                gru_case c;
+                gru_setup(&c, I, 4, (nf_gru_h0)mode, groups[gi], len, 6, 120 + 3 * mode + gi + 10 * I);
+                nf_params *P = c.P;
+                const size_t nx = (size_t)c.T * c.I;
+                /* Pre-filled buffers: backward adds. */
+                for (size_t i = 0; i < P->n; i++) P->grad[i] = (nf_real)0.375;
+                nf_real *dx = malloc(nx * sizeof *dx);
+                for (size_t i = 0; i < nx; i++) dx[i] = (nf_real)-0.625;
+                gru_loss(&c);
+                nf_gru_backward(&c.g, P, c.ws, dx, c.w, c.x, c.off, c.B);
+                double *an = malloc((P->n + nx) * sizeof *an);
+                for (size_t i = 0; i < P->n; i++) an[i] = P->grad[i] - 0.375;
+                for (size_t i = 0; i < nx; i++) an[P->n + i] = dx[i] + 0.625;
+                for (size_t i = 0; i < 7; i++) ck_assert(an[i] == 0); /* the other slice */
+                for (size_t i = 7; i < P->n + nx; i++) {
+                    nf_real *t = i < P->n ? &P->value[i] : &c.x[i - P->n];
+                    const double fd = finite_diff(gru_loss, &c, t), e = relerr(an[i], fd, 0.05);
+                    ck_assert_msg(e < TOL_GRAD, "mode %d, group %d, %s[%zu]: analytic %.12g, finite difference %.12g", mode,
+                                  groups[gi], i < P->n ? "theta" : "x", i < P->n ? i : i - P->n, an[i], fd);
+                }
+                /* the gradient is not trivially zero anywhere it should not be */
+                for (size_t i = 7; i < P->n; i++) ck_assert_msg(an[i] != 0, "theta[%zu] has a zero gradient", i);
+                /* dx = NULL leaves the parameter gradients as they were computed */
+                for (size_t i = 0; i < P->n; i++) P->grad[i] = 0;
+                gru_loss(&c);
+                nf_gru_backward(&c.g, P, c.ws, NULL, c.w, c.x, c.off, c.B);
+                for (size_t i = 7; i < P->n; i++) ck_assert(fabs(P->grad[i] - an[i]) < 1e-5 * fmax(1, fabs(an[i])));
+                free(dx), free(an);
+                gru_teardown(&c);
             }
-            /* the gradient is not trivially zero anywhere it should not be */
-            for (size_t i = 7; i < P->n; i++) ck_assert_msg(an[i] != 0, "theta[%zu] has a zero gradient", i);
-            /* dx = NULL leaves the parameter gradients as they were computed */
-            for (size_t i = 0; i < P->n; i++) P->grad[i] = 0;
-            gru_loss(&c);
-            nf_gru_backward(&c.g, P, c.ws, NULL, c.w, c.x, c.off, c.B);
-            for (size_t i = 7; i < P->n; i++) ck_assert(fabs(P->grad[i] - an[i]) < 1e-5 * fmax(1, fabs(an[i])));
-            free(dx), free(an);
-            gru_teardown(&c);
-        }
+    }
 }
 END_TEST
 
