@@ -469,26 +469,36 @@ int nf_model_tpp_interval_density(nf_model *m, const nf_source *s, const double 
     return rc;
 }
 
+/* Sequences first .. first + nb - 1 of s (idx: room for nb indices) through the encoder, and their
+ * events' contexts gathered into st->ce in event order (*T rows). */
+static int encode_events(nf_model *m, const nf_source *s, size_t first, int nb, size_t *idx, nf_batch *b, int64_t *T)
+{
+    tpp_state *st = m->state;
+    const int H = st->cfg.hidden;
+    for (int i = 0; i < nb; i++) idx[i] = first + (size_t)i;
+    NF_TRY(nf_source_fetch(s, idx, nb, b));
+    NF_TRY(tpp_encode(m, b));
+    *T = st->off[nb];
+    for (int i = 0; i < nb; i++)
+        for (int64_t j = st->off[i]; j < st->off[i + 1]; j++)
+            memcpy(st->ce + (size_t)j * H, st->h + (size_t)(j + i) * H, (size_t)H * sizeof(nf_real));
+    return NF_OK;
+}
+
 int nf_model_tpp_compensators(nf_model *m, const nf_source *s, int batch, double *lambda)
 {
     NF_TRY(check_model(m));
     NF_TRY(check_sequences(s));
     tpp_state *st = m->state;
-    const int H = st->cfg.hidden;
     if (batch < 1) batch = BATCH;
     size_t *idx = malloc((size_t)batch * sizeof *idx), done = 0;
     nf_batch b = {0};
     int rc = idx ? NF_OK : nf_error(NF_ENOMEM, "out of memory");
     for (size_t first = 0; rc == NF_OK && first < s->n; first += (size_t)batch) {
         const int nb = s->n - first < (size_t)batch ? (int)(s->n - first) : batch;
-        for (int i = 0; i < nb; i++) idx[i] = first + (size_t)i;
-        rc = nf_source_fetch(s, idx, nb, &b);
-        if (rc == NF_OK) rc = tpp_encode(m, &b);
+        int64_t T = 0;
+        rc = encode_events(m, s, first, nb, idx, &b, &T);
         if (rc != NF_OK) break;
-        const int64_t T = st->off[nb];
-        for (int i = 0; i < nb; i++)
-            for (int64_t j = st->off[i]; j < st->off[i + 1]; j++)
-                memcpy(st->ce + (size_t)j * H, st->h + (size_t)(j + i) * H, (size_t)H * sizeof(nf_real));
         if (T) rc = nf_tpp_decoder_eval(&st->dec, 1, st->lp, st->tau, st->ce, (int)T);
         for (int64_t j = 0; rc == NF_OK && j < T; j++) lambda[done + (size_t)j] = -(double)st->lp[j];
         done += (size_t)T;
@@ -503,7 +513,7 @@ int nf_model_tpp_mark_accuracy(nf_model *m, const nf_source *s, int batch, size_
     NF_TRY(check_model(m));
     NF_TRY(check_sequences(s));
     tpp_state *st = m->state;
-    const int H = st->cfg.hidden, K = st->cfg.num_marks;
+    const int K = st->cfg.num_marks;
     *correct = *total = 0;
     if (K <= 1) return nf_error(NF_EINVAL, "the model has no marks (trained on sequences without mark types)");
     if (s->num_marks <= 1) return nf_error(NF_EINVAL, "%s: the sequences have no marks", s->name);
@@ -513,14 +523,9 @@ int nf_model_tpp_mark_accuracy(nf_model *m, const nf_source *s, int batch, size_
     int rc = idx ? NF_OK : nf_error(NF_ENOMEM, "out of memory");
     for (size_t first = 0; rc == NF_OK && first < s->n; first += (size_t)batch) {
         const int nb = s->n - first < (size_t)batch ? (int)(s->n - first) : batch;
-        for (int i = 0; i < nb; i++) idx[i] = first + (size_t)i;
-        rc = nf_source_fetch(s, idx, nb, &b);
-        if (rc == NF_OK) rc = tpp_encode(m, &b);
+        int64_t T = 0;
+        rc = encode_events(m, s, first, nb, idx, &b, &T);
         if (rc != NF_OK) break;
-        const int64_t T = st->off[nb];
-        for (int i = 0; i < nb; i++)
-            for (int64_t j = st->off[i]; j < st->off[i + 1]; j++)
-                memcpy(st->ce + (size_t)j * H, st->h + (size_t)(j + i) * H, (size_t)H * sizeof(nf_real));
         tpp_mark_log_probs(st, m->P->value, st->logits, st->ce, (int)T);
         for (int64_t j = 0; j < T; j++) {
             const nf_real *lg = st->logits + (size_t)j * K;
