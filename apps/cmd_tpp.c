@@ -244,7 +244,7 @@ static int cmd_eval(int argc, char **argv)
     const int marked = rc == NF_OK && nf_model_tpp_config(m)->num_marks > 1 && s->num_marks > 1;
     if (marked) rc = nf_model_tpp_mark_accuracy(m, s, batch, &mk_ok, &mk_n);
     /* time rescaling: the compensators of the events' intervals, tested against Exp(1) */
-    double *lam = NULL, ks_d = 0, ks_p = 1, lam_mean = NAN;
+    double *lam = NULL, ks_d = NAN, ks_p = NAN, lam_mean = NAN; /* null in the JSON without events */
     if (rc == NF_OK && !(lam = malloc((events ? events : 1) * sizeof *lam))) rc = nf_error(NF_ENOMEM, "out of memory");
     if (rc == NF_OK) rc = nf_model_tpp_compensators(m, s, batch, lam);
     if (rc == NF_OK && events) {
@@ -276,8 +276,11 @@ static int cmd_eval(int argc, char **argv)
             if (marked)
                 printf("mark accuracy       %.4f (%zu of %zu events: the most probable mark is the true one)\n",
                        (double)mk_ok / (double)(mk_n ? mk_n : 1), mk_ok, mk_n);
-            printf("time rescaling      KS D %.5f, p %.4g against Exp(1); mean compensator %.4f (1 if the "
-                   "model fits)\n", ks_d, ks_p, lam_mean);
+            if (events)
+                printf("time rescaling      KS D %.5f, p %.4g against Exp(1); mean compensator %.4f (1 if the "
+                       "model fits)\n", ks_d, ks_p, lam_mean);
+            else
+                printf("time rescaling      no events to test\n");
             app_tpp_print_truth(s, seq_ll, seq_ll + s->n, events, 0);
         }
     }
