@@ -469,38 +469,30 @@ int nf_model_tpp_interval_density(nf_model *m, const nf_source *s, const double 
     return rc;
 }
 
-/* Sequences first .. first + nb - 1 of s (idx: room for nb indices) through the encoder, and their
- * events' contexts gathered into st->ce in event order (*T rows). */
-static int encode_events(nf_model *m, const nf_source *s, size_t first, int nb, size_t *idx, nf_batch *b, int64_t *T)
+/* For each batch of `batch` consecutive sequences of s (<= 0: BATCH): run the encoder, gather the
+ * contexts of its events into st->ce in event order, and call fn with the batch and its T events
+ * (which number `done` events before it); stops at the first error. */
+typedef int (*events_fn)(nf_model *m, const nf_batch *b, int64_t T, size_t done, void *arg);
+
+static int each_batch(nf_model *m, const nf_source *s, int batch, events_fn fn, void *arg)
 {
     tpp_state *st = m->state;
     const int H = st->cfg.hidden;
-    for (int i = 0; i < nb; i++) idx[i] = first + (size_t)i;
-    NF_TRY(nf_source_fetch(s, idx, nb, b));
-    NF_TRY(tpp_encode(m, b));
-    *T = st->off[nb];
-    for (int i = 0; i < nb; i++)
-        for (int64_t j = st->off[i]; j < st->off[i + 1]; j++)
-            memcpy(st->ce + (size_t)j * H, st->h + (size_t)(j + i) * H, (size_t)H * sizeof(nf_real));
-    return NF_OK;
-}
-
-int nf_model_tpp_compensators(nf_model *m, const nf_source *s, int batch, double *lambda)
-{
-    NF_TRY(check_model(m));
-    NF_TRY(check_sequences(s));
-    tpp_state *st = m->state;
     if (batch < 1) batch = BATCH;
     size_t *idx = malloc((size_t)batch * sizeof *idx), done = 0;
     nf_batch b = {0};
     int rc = idx ? NF_OK : nf_error(NF_ENOMEM, "out of memory");
     for (size_t first = 0; rc == NF_OK && first < s->n; first += (size_t)batch) {
         const int nb = s->n - first < (size_t)batch ? (int)(s->n - first) : batch;
-        int64_t T = 0;
-        rc = encode_events(m, s, first, nb, idx, &b, &T);
+        for (int i = 0; i < nb; i++) idx[i] = first + (size_t)i;
+        rc = nf_source_fetch(s, idx, nb, &b);
+        if (rc == NF_OK) rc = tpp_encode(m, &b);
         if (rc != NF_OK) break;
-        if (T) rc = nf_tpp_decoder_eval(&st->dec, 1, st->lp, st->tau, st->ce, (int)T);
-        for (int64_t j = 0; rc == NF_OK && j < T; j++) lambda[done + (size_t)j] = -(double)st->lp[j];
+        const int64_t T = st->off[nb];
+        for (int i = 0; i < nb; i++)
+            for (int64_t j = st->off[i]; j < st->off[i + 1]; j++)
+                memcpy(st->ce + (size_t)j * H, st->h + (size_t)(j + i) * H, (size_t)H * sizeof(nf_real));
+        rc = fn(m, &b, T, done, arg);
         done += (size_t)T;
     }
     nf_batch_free(&b);
@@ -508,35 +500,55 @@ int nf_model_tpp_compensators(nf_model *m, const nf_source *s, int batch, double
     return rc;
 }
 
+/* lambda[done + j] = -log S(tau_j | c_j) for the batch's events */
+static int batch_compensators(nf_model *m, const nf_batch *b, int64_t T, size_t done, void *arg)
+{
+    (void)b;
+    tpp_state *st = m->state;
+    double *lambda = arg;
+    if (!T) return NF_OK;
+    NF_TRY(nf_tpp_decoder_eval(&st->dec, 1, st->lp, st->tau, st->ce, (int)T));
+    for (int64_t j = 0; j < T; j++) lambda[done + (size_t)j] = -(double)st->lp[j];
+    return NF_OK;
+}
+
+int nf_model_tpp_compensators(nf_model *m, const nf_source *s, int batch, double *lambda)
+{
+    NF_TRY(check_model(m));
+    NF_TRY(check_sequences(s));
+    return each_batch(m, s, batch, batch_compensators, lambda);
+}
+
+/* counts[0] += events whose most probable mark is theirs, counts[1] += events */
+static int batch_mark_hits(nf_model *m, const nf_batch *b, int64_t T, size_t done, void *arg)
+{
+    (void)done;
+    tpp_state *st = m->state;
+    const int K = st->cfg.num_marks;
+    size_t *counts = arg;
+    tpp_mark_log_probs(st, m->P->value, st->logits, st->ce, (int)T);
+    for (int64_t j = 0; j < T; j++) {
+        const nf_real *lg = st->logits + (size_t)j * K;
+        int best = 0;
+        for (int k = 1; k < K; k++)
+            if (lg[k] > lg[best]) best = k;
+        counts[0] += best == b->marks[j];
+    }
+    counts[1] += (size_t)T;
+    return NF_OK;
+}
+
 int nf_model_tpp_mark_accuracy(nf_model *m, const nf_source *s, int batch, size_t *correct, size_t *total)
 {
     NF_TRY(check_model(m));
     NF_TRY(check_sequences(s));
-    tpp_state *st = m->state;
-    const int K = st->cfg.num_marks;
+    const tpp_state *st = m->state;
     *correct = *total = 0;
-    if (K <= 1) return nf_error(NF_EINVAL, "the model has no marks (trained on sequences without mark types)");
+    if (st->cfg.num_marks <= 1)
+        return nf_error(NF_EINVAL, "the model has no marks (trained on sequences without mark types)");
     if (s->num_marks <= 1) return nf_error(NF_EINVAL, "%s: the sequences have no marks", s->name);
-    if (batch < 1) batch = BATCH;
-    size_t *idx = malloc((size_t)batch * sizeof *idx);
-    nf_batch b = {0};
-    int rc = idx ? NF_OK : nf_error(NF_ENOMEM, "out of memory");
-    for (size_t first = 0; rc == NF_OK && first < s->n; first += (size_t)batch) {
-        const int nb = s->n - first < (size_t)batch ? (int)(s->n - first) : batch;
-        int64_t T = 0;
-        rc = encode_events(m, s, first, nb, idx, &b, &T);
-        if (rc != NF_OK) break;
-        tpp_mark_log_probs(st, m->P->value, st->logits, st->ce, (int)T);
-        for (int64_t j = 0; j < T; j++) {
-            const nf_real *lg = st->logits + (size_t)j * K;
-            int best = 0;
-            for (int k = 1; k < K; k++)
-                if (lg[k] > lg[best]) best = k;
-            *correct += best == b.marks[j];
-        }
-        *total += (size_t)T;
-    }
-    nf_batch_free(&b);
-    free(idx);
+    size_t counts[2] = {0, 0};
+    int rc = each_batch(m, s, batch, batch_mark_hits, counts);
+    *correct = counts[0], *total = counts[1];
     return rc;
 }
