@@ -27,7 +27,7 @@ static const char *const TPP_HELP =
     "\n"
     "  import   event sequences from CSV (long form: id, time[, mark]) or NPY (one row per sequence)\n"
     "  fit      train a model on a sequences file (checkpoints, --resume)\n"
-    "  eval     log-likelihood of sequences: NLL per event and per sequence\n"
+    "  eval     log-likelihood of sequences: NLL per event and per sequence, time-rescaling test\n"
     "  sample   simulate sequences from a model, from scratch or continuing given ones\n"
     "  plot     inter-event density, event raster and conditional intensity against data\n"
     "\n"
