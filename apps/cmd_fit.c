@@ -71,6 +71,8 @@ static const char *const FIT_HELP =
     "  --warmup N            linear warm-up steps                         [0]\n"
     "  --weight-decay X      L2 (adam, sgd) or decoupled (adamw)          [0]\n"
     "  --clip X              clip the global gradient norm; 0 = off       [5]\n"
+    "  --ema D               validate and keep a moving average of the weights over\n"
+    "                        about 1/(1-D) steps (0.999: the last ~1000); 0 = off  [0]\n"
     "  --val-frac F          hold out this fraction for validation        [0.1]\n"
     "  --val FILE            validate on FILE instead of a held-out fraction\n"
     "  --eval-every N        validate every N steps (and at each epoch end) [250]\n"
@@ -185,6 +187,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
         {.name = "--weight-decay", .kind = FLAG_DOUBLE, .dst = &wd, .lo = 0, .hi = 10},
         {.name = "--warmup", .kind = FLAG_DOUBLE, .dst = &warm, .lo = 0, .hi = 1e12},
         {.name = "--clip", .kind = FLAG_DOUBLE, .dst = &a->cfg.clip, .lo = 0, .hi = 1e12},
+        FLAG_EMA(a->cfg),
         {.name = "--val-frac", .kind = FLAG_DOUBLE, .dst = &a->val_frac, .lo = 0, .hi = 0.9, .seen = &a->val_frac_set},
         {.name = "--dependence", .kind = FLAG_STRING, .dst = &a->dependence},
         {.name = "--groups", .kind = FLAG_STRING, .dst = &a->groups, .seen = &a->dep_flag_set},

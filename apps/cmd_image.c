@@ -78,6 +78,8 @@ static const char *const FIT_HELP =
     "  --batch N            images per step                                   [64]\n"
     "  --lr X               learning rate (Adam, cosine schedule)             [1e-3]\n"
     "  --clip X             gradient-norm clip; 0 = off                       [50]\n"
+    "  --ema D              validate and keep a moving average of the weights\n"
+    "                       over about 1/(1-D) steps; 0 = off                 [0]\n"
     "  --val-frac F         images held out for validation                    [0.1]\n"
     "  --eval-every N       validate every N steps                            [100]\n"
     "  --patience N         stop after N validations without improvement      [20; 0: never]\n"
@@ -231,6 +233,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--align-weight", .kind = FLAG_DOUBLE, .dst = &align_weight, .lo = 0, .hi = 100},
         {.name = "--align-layers", .kind = FLAG_STRING, .dst = &align_layers},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
+        FLAG_EMA(tc),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 1};

@@ -209,7 +209,7 @@ static int info_model(const char *path)
     }
     if (nf_h5_exists(f, "/training")) {
         char opt[32] = "", sched[32] = "", reason[128] = "";
-        double lr = 0, batch = 0, steps = 0, epochs = 0, seed = 0, bstep = -1, bval = NAN, step = 0;
+        double lr = 0, batch = 0, steps = 0, epochs = 0, seed = 0, bstep = -1, bval = NAN, step = 0, ema = 0;
         nf_h5_attr_get_string(f, "/training", "optimizer", opt, sizeof opt);
         nf_h5_attr_get_string(f, "/training", "schedule", sched, sizeof sched);
         nf_h5_attr_get_string(f, "/training", "stop_reason", reason, sizeof reason);
@@ -218,11 +218,14 @@ static int info_model(const char *path)
         nf_h5_attr_get_double(f, "/training", "max_steps", &steps);
         nf_h5_attr_get_double(f, "/training", "epochs", &epochs);
         nf_h5_attr_get_double(f, "/training", "seed", &seed);
+        if (nf_h5_attr_exists(f, "/training", "ema")) nf_h5_attr_get_double(f, "/training", "ema", &ema);
         nf_h5_attr_get_double(f, "/training/checkpoint", "step", &step);
         nf_h5_attr_get_double(f, "/training/checkpoint", "best_step", &bstep);
         nf_h5_attr_get_double(f, "/training/checkpoint", "best_val", &bval);
-        printf("training        %s, lr %g (%s schedule), batch %.0f, seed %.0f, limit %.0f steps%s\n", opt, lr, sched,
+        printf("training        %s, lr %g (%s schedule), batch %.0f, seed %.0f, limit %.0f steps%s", opt, lr, sched,
                batch, seed, steps, epochs > 0 ? " or epochs" : "");
+        if (ema > 0) printf("; moving average of the weights, decay %g", ema);
+        printf("\n");
         const char *cmd = model->type->command;
         if (reason[0]) printf("progress        step %.0f; %s\n", step, reason);
         else if (!strncmp(cmd, "nf fit", 6))

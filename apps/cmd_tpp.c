@@ -56,6 +56,8 @@ static const char *const FIT_HELP =
     "  --batch N            sequences per step                                [64]\n"
     "  --lr X               learning rate (Adam, cosine schedule)             [1e-3]\n"
     "  --clip X             gradient-norm clip; 0 = off                       [5]\n"
+    "  --ema D              validate and keep a moving average of the weights\n"
+    "                       over about 1/(1-D) steps; 0 = off                 [0]\n"
     "  --val-frac F         sequences held out for validation                 [0.2]\n"
     "  --eval-every N       validate every N steps                            [100]\n"
     "  --patience N         stop after N validations without improvement      [150; 0: never]\n"
@@ -137,6 +139,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--flow-layers", .kind = FLAG_INT, .dst = &mc.flow_layers, .lo = 1, .hi = 64},
         {.name = "--mark-dim", .kind = FLAG_INT, .dst = &mc.mark_dim, .lo = 1, .hi = 1024},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
+        FLAG_EMA(tc),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 1};

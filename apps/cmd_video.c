@@ -74,6 +74,8 @@ static const char *const FIT_HELP =
     "  --batch N            videos per step                                        [16]\n"
     "  --lr X               Adam learning rate, cosine schedule                    [1e-3]\n"
     "  --clip X             gradient norm clip (0: off)                            [50]\n"
+    "  --ema D              validate and keep a moving average of the weights over\n"
+    "                       about 1/(1-D) steps (0: off)                           [0]\n"
     "  --val-frac F         videos held out for validation                         [0.1]\n"
     "  --eval-every N       validate every N steps (0: never)                      [100]\n"
     "  --patience N         stop after N validations without improvement (0: off)  [20]\n"
@@ -210,6 +212,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--denoiser-layers", .kind = FLAG_INT, .dst = &mc.denoiser_layers, .lo = 1, .hi = 64},
         {.name = "--denoiser-width", .kind = FLAG_INT, .dst = &mc.denoiser_width, .lo = 1, .hi = 4096},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
+        FLAG_EMA(tc),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 1};

@@ -130,8 +130,9 @@ static int save_ckpt(void *user, nf_trainer *t)
     return nf_model_save(s->path, s->model, NULL, t);
 }
 
-/* A run stopped at step 23 and resumed from its file ends bit-identical to an uninterrupted run. */
-START_TEST(resume_is_exact)
+/* A run stopped at step 23 and resumed from its file ends bit-identical to an uninterrupted run
+ * (with ema > 0 also its moving average of the weights, which validation reads). */
+static void resume_exact(double ema)
 {
     make_tmpdir();
     char path[300];
@@ -140,6 +141,7 @@ START_TEST(resume_is_exact)
     nf_real *x = make_data(n, 3), *xv = make_data(200, 4);
     nf_train_config c;
     base_config(&c);
+    c.ema = ema;
 
     nf_model *ref = new_model(x, n);
     nf_trainer *t;
@@ -163,6 +165,24 @@ START_TEST(resume_is_exact)
     ck_assert_int_eq(nf_model_load_train_config(path, &c2), NF_OK);
     ck_assert_int_eq(c2.max_steps, 60);
     ck_assert_int_eq(c2.batch, 64);
+    ck_assert(c2.ema == ema);
+    if (ema > 0) { /* a checkpoint without the average cannot resume a run that keeps one */
+        nf_model *o = new_model(x, n);
+        char plain[320];
+        snprintf(plain, sizeof plain, "%s/plain.h5", tmpdir);
+        nf_train_config c0 = c;
+        c0.ema = 0;
+        ck_assert_int_eq(trainer_on(&t, o, &c0, x, n, xv, 200), NF_OK);
+        ck_assert_int_eq(nf_trainer_step(t, NULL, NULL), NF_OK);
+        ck_assert_int_eq(nf_model_save(plain, o, NULL, t), NF_OK);
+        free_trainer(t);
+        ck_assert_int_eq(trainer_on(&t, o, &c2, x, n, xv, 200), NF_OK);
+        ck_assert_int_eq(nf_model_load_trainer(plain, t), NF_EFORMAT);
+        ck_assert_msg(strstr(nf_strerror_last(), "moving average"), "%s", nf_strerror_last());
+        free_trainer(t);
+        nf_model_free(o);
+        unlink(plain);
+    }
     ck_assert_int_eq(trainer_on(&t, b, &c2, x, n, xv, 200), NF_OK);
     ck_assert_int_eq(nf_model_load_trainer(path, t), NF_OK);
     ck_assert_int_eq(t->step, 23);
@@ -179,6 +199,17 @@ START_TEST(resume_is_exact)
     free(xv);
     unlink(path);
     rmdir(tmpdir);
+}
+
+START_TEST(resume_is_exact)
+{
+    resume_exact(0);
+}
+END_TEST
+
+START_TEST(resume_is_exact_with_moving_average)
+{
+    resume_exact(0.95);
 }
 END_TEST
 
@@ -701,6 +732,135 @@ START_TEST(public_step_equals_run)
 }
 END_TEST
 
+/* ---- the moving average of the weights (nf_train_config.ema) ---------------------------------- */
+
+/* Data for the toy kind: n draws of N(2.385, 0.9^2). */
+static nf_real *toy_data(size_t n, uint64_t seed)
+{
+    nf_real *x = malloc(n * sizeof *x);
+    nf_rng *r = nf_rng_alloc(seed, 0);
+    for (size_t i = 0; i < n; i++) x[i] = (nf_real)(2.385 + 0.9 * nf_rng_normal(r));
+    nf_rng_free(r);
+    return x;
+}
+
+static void toy_config(nf_train_config *c, long steps, double ema)
+{
+    nf_train_config_init(c);
+    c->batch = 20;
+    c->max_steps = steps;
+    c->seed = 3;
+    c->optim.lr = 0.1;
+    nf_schedule_init(&c->schedule, NF_SCHED_CONSTANT, 0.1);
+    c->ema = ema;
+}
+
+/* The average after step k is sum_i d^(k-i) a_i / sum_i d^(k-i) over the raw weights a_1..a_k of
+ * the steps so far (checked against that sum, recomputed from the recorded weights after every
+ * step), entries a stage does not train keep their value, and a run that ends without a validation
+ * set leaves each stage's average in the model: stage 1's average of a is the a stage 2 sees. */
+START_TEST(moving_average_is_the_weighted_mean)
+{
+    nf_model_type_register(&toy_type);
+    enum { STEPS = 40 };
+    const double d = 0.9;
+    size_t n = 400;
+    nf_real *x = toy_data(n, 8);
+    nf_source *tr;
+    ck_assert_int_eq(nf_source_rows_wrap(&tr, x, NULL, n, 1, 0), NF_OK);
+    nf_train_config c;
+    toy_config(&c, STEPS, d);
+    nf_model *m = toy_new();
+    nf_real b0 = m->P->value[1];
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, m, &c, tr, NULL), NF_OK);
+    double raw[STEPS], avg = 0, max_gap = 0;
+    for (int k = 0; k < STEPS; k++) {
+        ck_assert_int_eq(nf_trainer_step(t, NULL, NULL), NF_OK);
+        raw[k] = m->P->value[0];
+        double num = 0, den = 0;
+        for (int i = 0; i <= k; i++) {
+            num += pow(d, k - i) * raw[i];
+            den += pow(d, k - i);
+        }
+        avg = num / den;
+        ck_assert_msg(fabs(t->ema_P->value[0] - avg) < 1e-5, "step %d: average %.8g, expected %.8g", k + 1,
+                      (double)t->ema_P->value[0], avg);
+        ck_assert(t->ema_P->value[1] == b0);
+        max_gap = fmax(max_gap, fabs(raw[k] - avg));
+    }
+    ck_assert_msg(max_gap > 1e-3, "the raw weights and their average never differed (%g): a test that cannot fail",
+                  max_gap);
+    nf_trainer_free(t);
+    nf_model_free(m);
+
+    /* nf_trainer_run over both stages: the same batches, so stage 1 ends at the same average */
+    m = toy_new();
+    toy_watch w = {0};
+    nf_train_hooks h = {&w, NULL, toy_checkpoint, NULL};
+    ck_assert_int_eq(nf_trainer_create(&t, m, &c, tr, NULL), NF_OK);
+    ck_assert_int_eq(nf_trainer_run(t, &h), NF_OK);
+    ck_assert_int_eq(w.switches, 1);
+    ck_assert_msg(fabs(w.a_at_switch - avg) < 1e-5, "stage 1 kept a = %.8g, its average is %.8g",
+                  (double)w.a_at_switch, avg);
+    ck_assert(m->P->value[0] == w.a_at_switch);
+    ck_assert_int_eq(t->ema_count, STEPS);
+    ck_assert(m->P->value[1] == t->ema_P->value[1]); /* stage 2 ended with its own average of b */
+    nf_trainer_free(t);
+    nf_model_free(m);
+    nf_source_free(tr);
+    free(x);
+}
+END_TEST
+
+/* With a validation set, every validation scores the average (the value in the history is the
+ * validation metric at the averaged weights, not at the raw ones), and the best average is what the
+ * run keeps. */
+START_TEST(validation_reads_the_moving_average)
+{
+    nf_model_type_register(&toy_type);
+    size_t n = 400, nv = 300;
+    nf_real *x = toy_data(n, 9), *xv = toy_data(nv, 10);
+    nf_source *tr, *va;
+    ck_assert_int_eq(nf_source_rows_wrap(&tr, x, NULL, n, 1, 0), NF_OK);
+    ck_assert_int_eq(nf_source_rows_wrap(&va, xv, NULL, nv, 1, 0), NF_OK);
+    nf_train_config c;
+    toy_config(&c, 30, 0.8);
+    c.eval_every = 3;
+    c.max_steps = 30; /* inside stage 1: nf_trainer_step does not change stages */
+    nf_model *m = toy_new();
+    nf_trainer *t;
+    ck_assert_int_eq(nf_trainer_create(&t, m, &c, tr, va), NF_OK);
+    int evals = 0, differed = 0;
+    double best = -INFINITY, best_a = NAN;
+    for (int k = 0; k < 30; k++) {
+        int evaluated;
+        ck_assert_int_eq(nf_trainer_step(t, NULL, &evaluated), NF_OK);
+        if (!evaluated) continue;
+        double at_avg = 0, at_raw = 0, a = t->ema_P->value[0], r = m->P->value[0];
+        for (size_t i = 0; i < nv; i++) {
+            at_avg += -(a - xv[i]) * (a - xv[i]) / 2 / (double)nv;
+            at_raw += -(r - xv[i]) * (r - xv[i]) / 2 / (double)nv;
+        }
+        double logged = t->hist.val_ll[t->hist.n - 1];
+        ck_assert_msg(fabs(logged - at_avg) < 1e-6, "step %ld: validation %.9g, at the average %.9g (raw %.9g)",
+                      t->step, logged, at_avg, at_raw);
+        differed += fabs(at_raw - at_avg) > 1e-5;
+        if (at_avg > best) best = at_avg, best_a = a;
+        evals++;
+    }
+    ck_assert_int_eq(evals, 11); /* every 3 steps, and at the end of the epoch (step 20) */
+    ck_assert_msg(differed > 0, "raw and averaged weights scored the same at every validation");
+    ck_assert(t->best_P->value[0] == (nf_real)best_a);
+    nf_trainer_free(t);
+    nf_model_free(m);
+    nf_source_free(tr);
+    nf_source_free(va);
+    free(x);
+    free(xv);
+}
+END_TEST
+
 /* ---- data-parallel training (nf_train_comm) with two threads standing in for two processes ---- */
 
 typedef struct {
@@ -786,6 +946,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, training_improves_likelihood);
     tcase_add_test(tc, resume_is_exact);
+    tcase_add_test(tc, resume_is_exact_with_moving_average);
     tcase_add_test(tc, divergence_recovers);
     tcase_add_test(tc, divergence_stops_after_max_failures);
     tcase_add_test(tc, early_stopping);
@@ -795,6 +956,8 @@ int main(void)
     tcase_add_test(tc, variational_learns_and_resumes);
     tcase_add_test(tc, training_in_stages);
     tcase_add_test(tc, public_step_equals_run);
+    tcase_add_test(tc, moving_average_is_the_weighted_mean);
+    tcase_add_test(tc, validation_reads_the_moving_average);
     tcase_add_test(tc, two_processes_equal_one);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -38,7 +38,8 @@ static int save_config(nf_h5 *f, const nf_train_config *c)
              {"final_frac", c->schedule.final_frac},
              {"decay_every", (double)c->schedule.every},
              {"gamma", c->schedule.gamma},
-             {"eval_items", (double)c->eval_items}};
+             {"eval_items", (double)c->eval_items},
+             {"ema", c->ema}};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) NF_TRY(nf_h5_attr_set_double(f, g, a[i].name, a[i].v));
     return NF_OK;
 }
@@ -226,15 +227,19 @@ int nf_model_load_train_config(const char *path, nf_train_config *c)
                            "beta1",     "beta2",        "eps",        "weight_decay",     "momentum", "warmup",
                            "schedule_total", "final_frac", "decay_every", "gamma"};
     for (int i = 0; i < 22 && rc == NF_OK; i++) rc = nf_h5_attr_get_double(f, "/training", names[i], &v[i]);
-    double eval_items = 0;   /* absent in version-1 files */
+    double eval_items = 0, ema = 0;   /* absent in version-1 files; ema: in files before it */
     if (rc == NF_OK && nf_h5_attr_exists(f, "/training", "eval_items"))
         rc = nf_h5_attr_get_double(f, "/training", "eval_items", &eval_items);
+    if (rc == NF_OK && nf_h5_attr_exists(f, "/training", "ema")) rc = nf_h5_attr_get_double(f, "/training", "ema", &ema);
     nf_h5_close(f);
     NF_TRY(rc);
     for (int i = 0; i < 22; i++)
         NF_TRY(check_setting(path, names[i], v[i], setting_range[i].lo, setting_range[i].hi, setting_range[i].whole));
     NF_TRY(check_setting(path, "eval_items", eval_items, 0, 9007199254740992.0, 1));
+    if (!(ema >= 0 && ema < 1))
+        return nf_error(NF_EFORMAT, "%s: training setting /training/ema is %g (expected 0 <= d < 1)", path, ema);
     c->eval_items = (long)eval_items;
+    c->ema = ema;
     c->batch = (int)v[0];
     c->epochs = (int)v[1];
     c->max_steps = (long)v[2];

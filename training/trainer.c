@@ -64,6 +64,8 @@ int nf_trainer_create(nf_trainer **out, nf_model *model, const nf_train_config *
     if (cfg->batch < 1) return nf_error(NF_EINVAL, "batch size %d (expected at least 1)", cfg->batch);
     if (cfg->epochs <= 0 && cfg->max_steps <= 0 && cfg->max_seconds <= 0)
         return nf_error(NF_EINVAL, "training has no limit: set epochs, max_steps or max_seconds");
+    if (!(cfg->ema >= 0 && cfg->ema < 1))
+        return nf_error(NF_EINVAL, "moving-average decay %g (expected 0 <= d < 1; 0 turns it off)", cfg->ema);
     NF_TRY(nf_optim_check(&cfg->optim));
     NF_TRY(nf_schedule_check(&cfg->schedule));
     nf_trainer *t = nf_calloc(1, sizeof *t, "trainer");
@@ -91,7 +93,8 @@ int nf_trainer_create(nf_trainer **out, nf_model *model, const nf_train_config *
         t->best_S = clone_layout(model->S);
         t->good_P = clone_layout(model->P);
         t->good_S = clone_layout(model->S);
-        if (!t->best_P || !t->best_S || !t->good_P || !t->good_S) rc = NF_ENOMEM;
+        if (cfg->ema > 0) t->ema_P = clone_layout(model->P);
+        if (!t->best_P || !t->best_S || !t->good_P || !t->good_S || (cfg->ema > 0 && !t->ema_P)) rc = NF_ENOMEM;
     }
     if (rc != NF_OK) {
         nf_trainer_free(t);
@@ -106,6 +109,7 @@ int nf_trainer_create(nf_trainer **out, nf_model *model, const nf_train_config *
     nf_params_copy(t->good_S, model->S, 0);
     nf_params_copy(t->best_P, model->P, 0);
     nf_params_copy(t->best_S, model->S, 0);
+    if (t->ema_P) nf_params_copy(t->ema_P, model->P, 0);
     *out = t;
     return NF_OK;
 }
@@ -146,6 +150,7 @@ void nf_trainer_free(nf_trainer *t)
     nf_params_free(t->best_S);
     nf_params_free(t->good_P);
     nf_params_free(t->good_S);
+    nf_params_free(t->ema_P);
     history_free(&t->hist);
     for (int k = 0; k < t->n_done; k++) history_free(&t->done[k]);
     free(t->done);
@@ -196,6 +201,42 @@ int nf_trainer_finished(const nf_trainer *t)
     return stage_finished(t) && t->model->stage >= nf_model_stages(t->model) - 1;
 }
 
+/* ---- the moving average of the weights (cfg.ema; see trainer.h) ---- */
+
+/* After a step: e += (theta - e) / w_k, w_k = (1 - d^k) / (1 - d), over the entries this stage trains
+ * (the others do not move, and the average of a constant is itself). */
+static void ema_update(nf_trainer *t)
+{
+    if (!t->ema_P) return;
+    const double d = t->cfg.ema;
+    t->ema_count++;
+    const double w = (1 - pow(d, (double)t->ema_count)) / (1 - d);
+    const nf_real a = (nf_real)(1 / w);
+    nf_params tp = nf_model_trainable(t->model);
+    const nf_real *p = tp.value;
+    nf_real *e = t->ema_P->value + tp.base;
+    for (size_t j = 0; j < tp.n; j++) e[j] += a * (p[j] - e[j]);
+}
+
+/* Exchange the model's weights and their average (a second call exchanges them back); nothing to do
+ * before the first averaged step. */
+static void ema_swap(nf_trainer *t)
+{
+    if (!t->ema_P || t->ema_count == 0) return;
+    nf_real *p = t->model->P->value, *e = t->ema_P->value;
+    for (size_t j = 0; j < t->model->P->n; j++) {
+        nf_real v = p[j];
+        p[j] = e[j];
+        e[j] = v;
+    }
+}
+
+/* A stage or run ends without a validation set to pick its best: it keeps the average. */
+static void ema_keep(nf_trainer *t)
+{
+    if (t->ema_P && t->ema_count > 0) nf_params_copy(t->model->P, t->ema_P, 0);
+}
+
 /* The current stage is done: keep its best parameters, file its history, and start the next
  * stage with a fresh optimizer. */
 static int next_stage(nf_trainer *t)
@@ -204,6 +245,8 @@ static int next_stage(nf_trainer *t)
     if (t->nv && t->best_step >= 0) {
         nf_params_copy(m->P, t->best_P, 0);
         nf_params_copy(m->S, t->best_S, 0);
+    } else {
+        ema_keep(t);
     }
     nf_history *d = realloc(t->done, (size_t)(t->n_done + 1) * sizeof *d);
     if (!d) return nf_error(NF_ENOMEM, "out of memory keeping the history of stage %d", m->stage);
@@ -229,6 +272,8 @@ static int next_stage(nf_trainer *t)
     nf_params_copy(t->good_S, m->S, 0);
     nf_params_copy(t->best_P, m->P, 0);
     nf_params_copy(t->best_S, m->S, 0);
+    if (t->ema_P) nf_params_copy(t->ema_P, m->P, 0);
+    t->ema_count = 0;
     return NF_OK;
 }
 
@@ -343,16 +388,19 @@ static int validate(nf_trainer *t, double lr, nf_train_progress *p)
 {
     double val = NAN;
     if (t->nv) {
-        NF_TRY(validation_metric(t, &val));
-        if (val > t->best_val) {
+        ema_swap(t); /* the average is what is validated and kept as the best */
+        int rc = validation_metric(t, &val);
+        if (rc == NF_OK && val > t->best_val) {
             t->best_val = val;
             t->best_step = t->step;
             t->bad_evals = 0;
             nf_params_copy(t->best_P, t->model->P, 0);
             nf_params_copy(t->best_S, t->model->S, 0);
-        } else {
+        } else if (rc == NF_OK) {
             t->bad_evals++;
         }
+        ema_swap(t);
+        NF_TRY(rc);
     }
     nf_history *h = &t->hist;
     NF_TRY(history_reserve(h, h->n + 1));
@@ -436,6 +484,7 @@ static int step_once(nf_trainer *t, double *ll, double *lr_used)
                 nf_params_copy(t->good_S, f->S, 0);
             }
             rc = nf_optim_step(&t->cfg.optim, &tp, lr);
+            if (rc == NF_OK) ema_update(t);
         }
         if (rc == NF_ENONFINITE) diverged = 1, rc = NF_OK;
     }
@@ -577,6 +626,8 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
     if (rc == NF_OK && nf_trainer_finished(t) && t->nv && t->best_step >= 0) {
         nf_params_copy(f->P, t->best_P, 0);
         nf_params_copy(f->S, t->best_S, 0);
+    } else if (rc == NF_OK && nf_trainer_finished(t)) {
+        ema_keep(t);
     }
     if (hooks->checkpoint) {
         int rc2 = hooks->checkpoint(hooks->user, t);
@@ -666,6 +717,11 @@ int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *g)
     NF_TRY(nf_params_save(t->good_P, f, path, 1));
     snprintf(path, sizeof path, "%s/good_state", g);
     NF_TRY(nf_params_save(t->good_S, f, path, 0));
+    if (t->ema_P) {
+        NF_TRY(nf_h5_attr_set_double(f, g, "ema_count", (double)t->ema_count));
+        snprintf(path, sizeof path, "%s/ema", g);
+        NF_TRY(nf_params_save(t->ema_P, f, path, 0));
+    }
     snprintf(path, sizeof path, "%s/history", g);
     NF_TRY(nf_h5_group(f, path));
     NF_TRY(save_history(&t->hist, f, path));
@@ -769,6 +825,16 @@ int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *g)
     NF_TRY(nf_params_load(t->good_P, f, path, 1));
     snprintf(path, sizeof path, "%s/good_state", g);
     NF_TRY(nf_params_load(t->good_S, f, path, 0));
+    double ema_count = 0;
+    if (t->ema_P) {
+        snprintf(path, sizeof path, "%s/ema", g);
+        if (!nf_h5_exists(f, path) || !nf_h5_attr_exists(f, g, "ema_count"))
+            return nf_error(NF_EFORMAT, "%s: the checkpoint has no moving average of the weights (%s), but the "
+                                        "settings ask for one (ema %g)", nf_h5_path(f), path, t->cfg.ema);
+        NF_TRY(nf_h5_attr_get_double(f, g, "ema_count", &ema_count));
+        NF_TRY(checked_count(f, g, "ema_count", ema_count, 0, v[0]));
+        NF_TRY(nf_params_load(t->ema_P, f, path, 0));
+    }
     snprintf(path, sizeof path, "%s/history", g);
     NF_TRY(load_history(&t->hist, f, path));
     int stages = nf_model_stages(t->model);
@@ -799,5 +865,6 @@ int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *g)
     t->lr_scale = v[7];
     t->seconds = v[8];
     t->cfg.optim.t = (int64_t)v[9];
+    t->ema_count = (long)ema_count;
     return NF_OK;
 }

@@ -21,6 +21,16 @@
  * that many evaluations without improvement stop the run, and the best parameters are restored at
  * the end of every run that had a validation set.
  *
+ * With ema = d > 0 the trainer also keeps an exponentially weighted average of the weights after
+ * each step k = 1, 2, ... of a stage, normalised so the weights of the iterates sum to one:
+ *     e_k = sum_{i<=k} d^(k-i) theta_i / sum_{i<=k} d^(k-i),
+ *     e_k = e_{k-1} + (theta_k - e_{k-1}) / w_k,   w_k = d w_{k-1} + 1 = (1 - d^k) / (1 - d),
+ * (the bias-corrected moving average: no pull towards the initial weights, e_1 = theta_1).
+ * Validation reads the average (so early stopping and the best parameters are the average's), and a
+ * stage or run that ends leaves the model with it; the raw weights go on training and are what a
+ * checkpoint resumes from.  Averaging smooths the last steps' noise (an effective window of about
+ * 1 / (1 - d) steps), as image and video flows are trained (TarFlow, STARFlow).
+ *
  * The library never prints: progress and checkpoints go through the hooks the caller provides.
  */
 #ifndef NF_TRAINER_H
@@ -46,6 +56,7 @@ typedef struct nf_train_config {
     long checkpoint_every;  /* steps between checkpoint hooks; 0: only at the end */
     uint64_t seed;          /* shuffling stream (and the draws of kinds that train without data) */
     long eval_items;        /* kinds without data: draws per validation; 0: no validation */
+    double ema;             /* decay d of the moving average of the weights (Polyak averaging); 0: off */
     nf_optim optim;
     nf_schedule schedule;
 } nf_train_config;
@@ -127,6 +138,8 @@ struct nf_trainer {
     double seconds;           /* training time so far, across resumes */
     nf_params *best_P, *best_S;   /* best validation parameters */
     nf_params *good_P, *good_S;   /* last known-good parameters (with optimizer moments) */
+    nf_params *ema_P;         /* cfg.ema > 0: the moving average of P's values (else NULL) */
+    long ema_count;           /* steps averaged in this stage */
     nf_history hist;
     int n_done;               /* a model trained in stages: stages completed before this one */
     nf_history *done;         /* (n_done) their histories */

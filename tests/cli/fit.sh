@@ -156,6 +156,16 @@ nfrun fit train.h5 "${FLOW[@]}" --val test.h5 --epochs 2 --batch 500 --threads 1
 nfrun info val.h5 >"$T/info" 2>&1
 check "fit --val FILE --epochs 2: validates on the file, stops after 2 epochs" \
     bash -c "grep -q 'validation file test.h5 with 1000' '$T/info' && grep -q 'reached 2 epochs' '$T/info'"
+# --ema (the trainer's moving average of the weights; its arithmetic and resume: check_trainer)
+nfrun fit train.h5 "${FLOW[@]}" --ema 0.95 --steps 60 --eval-every 20 --batch 200 --threads 1 --quiet -o ema.h5 2>"$T/err"
+rc=$?
+nfrun info ema.h5 >"$T/info" 2>&1
+check "fit --ema 0.95: exit 0, info names the moving average" \
+    bash -c "[ $rc = 0 ] && grep -q 'moving average of the weights, decay 0.95' '$T/info'"
+nfrun fit train.h5 --ema 1 -o never.h5 >"$T/out" 2>"$T/err"
+rc=$?
+check "fit --ema 1: exit 2, one line naming --ema, no file" \
+    bash -c "[ $rc = 2 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q -- '--ema' '$T/err' && [ ! -e never.h5 ]"
 cp model.h5 model.before
 nfrun fit --resume model.h5 >"$T/out" 2>"$T/err"
 rc=$?
