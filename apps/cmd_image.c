@@ -468,9 +468,15 @@ static int cmd_sample(int argc, char **argv)
     if (rc == NF_OK && h5) rc = nf_image_samples_save(h5, x, n, c->h, c->w, c->c, c->levels);
     if (rc == NF_OK) {
         int passes = nf_flow_last_sweeps(m->flow);
-        if (json)
-            printf("{\"images\": %d, \"passes\": %d, \"seconds\": %.6g, \"output\": \"%s\"}\n", n, passes, wall, out);
-        else if (passes)
+        if (json) { /* and each autoregressive block's passes, in the order the sampler runs them */
+            printf("{\"images\": %d, \"passes\": %d, \"block_passes\": [", n, passes);
+            for (int i = m->flow->nb - 1, first = 1; i >= 0; i--)
+                if (m->flow->b[i].last_sweeps) {
+                    printf("%s%d", first ? "" : ", ", m->flow->b[i].last_sweeps);
+                    first = 0;
+                }
+            printf("], \"seconds\": %.6g, \"output\": \"%s\"}\n", wall, out);
+        } else if (passes)
             fprintf(stderr, "nf %s: %d images in %.3f s (%d passes of the autoregressive blocks); wrote %s%s%s\n", cmd,
                     n, wall, passes, out, h5 ? " and " : "", h5 ? h5 : "");
         else

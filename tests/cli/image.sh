@@ -59,6 +59,8 @@ for m in sequential jacobi; do
 done
 ps=$(sed -n 's/.*"passes": \([0-9]*\).*/\1/p' "$T/sequential.json")
 check "sequential sampling takes one pass per token and block (16 x 2 = $ps)" test "$ps" = 32
+bp=$(sed -n 's/.*"block_passes": \[\([0-9, ]*\)\].*/\1/p' "$T/sequential.json")
+check "--json lists each block's passes (sequential: 16, 16; got $bp)" test "$bp" = "16, 16"
 if [ -z "${H5RELDIFF:-}" ]; then
     gcc -O1 -o "$T/h5reldiff" "$ROOT/tests/cli/h5reldiff.c" $(pkg-config --cflags --libs hdf5-serial) -lm 2>/dev/null
     H5RELDIFF=$T/h5reldiff
