@@ -121,7 +121,7 @@ static const char *const SAMPLE_HELP =
     "  --guidance W       classifier-free guidance of a conditional tarflow: (1+W) f(class) - W f(none) [0]\n"
     "  --h5 FILE          also write the samples (levels 0..L-1, not rounded)\n"
     "  --seed S           random seed                                 [1]\n"
-    "  --json             passes, sweeps and wall time as JSON\n"
+    "  --json             passes (in all and per block, in sampling order) and wall time as JSON\n"
     "\n"
     "example:\n"
     "  nf image sample tarflow.h5 --class 2 --method jacobi -o triangles.png\n";
