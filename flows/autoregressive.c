@@ -98,7 +98,7 @@ static ar_ws layout(const nf_ar *ar, int n)
     size_t nd = (size_t)n * ar->D, ndp = nd * ar->P;
     w.theta = 0;
     w.dtheta = w.theta + ndp;
-    w.lde = w.dtheta + (ndp > 2 * (size_t)n ? ndp : 2 * (size_t)n); /* also 2n ints */
+    w.lde = w.dtheta + (ndp > 3 * (size_t)n ? ndp : 3 * (size_t)n); /* also 3n ints */
     w.tmp = w.lde + nd;
     w.g = w.tmp + nd;
     w.r = w.g + nd;

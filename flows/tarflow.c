@@ -76,7 +76,7 @@ typedef struct tf_ws {
     nf_real *ctx;  /* (n, C) gathered contexts (Jacobi on a subset of rows) */
     nf_real *zctx; /* (n, C) the empty context (guidance) */
     nf_real *outu; /* (n, T, 2 din) unconditional outputs (guidance) */
-    int *iwork;    /* (2 n) */
+    int *iwork;    /* (3 n) */
     nf_real *tfws;
 } tf_ws;
 
@@ -96,7 +96,7 @@ static tf_ws split_ws(const nf_bijector *b, nf_real *ws, int n)
     w.ctx = ws, ws += (size_t)n * (b->ctx_dim ? b->ctx_dim : 1);
     w.zctx = ws, ws += (size_t)n * (b->ctx_dim ? b->ctx_dim : 1);
     w.outu = ws, ws += 2 * L;
-    w.iwork = (int *)ws, ws += (size_t)2 * n * st->frames; /* an int fits in an nf_real's bytes */
+    w.iwork = (int *)ws, ws += (size_t)3 * n * st->frames; /* an int fits in an nf_real's bytes */
     w.tfws = ws;
     return w;
 }
@@ -104,7 +104,7 @@ static tf_ws split_ws(const nf_bijector *b, nf_real *ws, int n)
 static size_t tarflow_workspace(const nf_bijector *b, int n)
 {
     const tarflow_state *st = b->state;
-    return 9 * tok_len(st, n) + (size_t)2 * n * (b->ctx_dim ? b->ctx_dim : 1) + (size_t)2 * n * st->frames +
+    return 9 * tok_len(st, n) + (size_t)2 * n * (b->ctx_dim ? b->ctx_dim : 1) + (size_t)3 * n * st->frames +
            nf_transformer_workspace(st->tf, n * st->frames);
 }
 
