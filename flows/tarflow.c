@@ -17,7 +17,10 @@
  *   jacobi      x^{k+1} = g(x^k) over all tokens at once, a full pass per sweep, until the largest
  *               change is below jacobi_tol (flows/jacobi.h); token t is exact after t + 1 sweeps, so
  *               at most T sweeps; the start is x^0 = 0 (the data's centre);
- *   auto        Jacobi, finishing with exact passes if the sweep cap is reached.
+ *   auto        sequential (Jacobi with blocks when jacobi_block is set): on a CPU the cached token
+ *               steps cost one transformer pass in all, Jacobi a whole pass per sweep, so sequential
+ *               is the faster (shapes 16x16, 64 images: 0.17 s against 1.7 s for 82 sweeps at tol
+ *               1e-4); Jacobi's fewer passes pay where each pass runs in parallel (a GPU).
  *   blocks      (b->jacobi_block = m > 0) Jacobi over blocks of m tokens in turn, earlier blocks in the
  *               cache (inverse_blocks below).
  * b->last_sweeps counts transformer passes (sequential: T token steps = one pass in cost, reported
@@ -411,7 +414,7 @@ static int tarflow_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf
     /* the solvers work on the R = n K sequences; logdet[i / K] receives sequence i's */
     const int R = n * st->frames;
     int rc;
-    if (b->invert_method == NF_INVERT_SEQUENTIAL) {
+    if (b->invert_method == NF_INVERT_SEQUENTIAL || (b->invert_method == NF_INVERT_AUTO && b->jacobi_block == 0)) {
         rc = inverse_sequential(b, &w, logdet, ctx, R);
     } else if (b->jacobi_block > 0) {
         rc = inverse_blocks(b, &w, logdet, ctx, R);

@@ -65,6 +65,10 @@ if [ -z "${H5RELDIFF:-}" ]; then
     gcc -O1 -o "$T/h5reldiff" "$ROOT/tests/cli/h5reldiff.c" $(pkg-config --cflags --libs hdf5-serial) -lm 2>/dev/null
     H5RELDIFF=$T/h5reldiff
 fi
+nfrun image sample t.h5 -n 8 --class 3 --seed 7 -o t_auto.png --h5 t_auto.h5 --json >"$T/auto.json" 2>&1
+pa=$(sed -n 's/.*"passes": \([0-9]*\).*/\1/p' "$T/auto.json")
+check "the default method (auto) is the token-by-token one, the faster on a CPU ($pa passes, the same images)" \
+    bash -c "[ '$pa' = 32 ] && [ \"\$('$H5RELDIFF' t_sequential.h5 t_auto.h5 /x 2>&1)\" = 0.000e+00 ]"
 d=$("$H5RELDIFF" t_sequential.h5 t_jacobi.h5 /x 2>&1)
 # images in grey levels 0..16: 1e-3 in the flow's unit scale is 0.017 levels
 check "Jacobi sampling gives the token-by-token images (relative difference $d)" \
