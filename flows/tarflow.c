@@ -49,6 +49,7 @@
 
 #include "flows/tarflow.h"
 
+#include "core/threads.h"
 #include "flows/image_shape.h"
 #include "flows/jacobi.h"
 #include "nn/transformer.h"
@@ -142,24 +143,33 @@ static int guided(const nf_bijector *b, const nf_real *ctx) { return b->guidance
 
 /* z = (x - mu) exp(-s) over R sequences of tokens; logdet[i / K] -= sum s (sequence i is frame
  * i mod K of row i / K). */
+/* Split the elementwise loops over R sequences of T tokens over the OpenMP threads when large. */
+static int split_rows(int R, const tarflow_state *st)
+{
+    return R > 1 && (size_t)R * st->T * st->din > 32768 && !nf_threads_in_parallel();
+}
+
 static void affine_forward(const tarflow_state *st, nf_real *zt, nf_real *logdet, const nf_real *xt,
                            const nf_real *out, int R)
 {
-    const int T = st->T, din = st->din;
-    for (int i = 0; i < R; i++) {
-        double ld = 0;
-        for (int t = 0; t < T; t++) {
-            const nf_real *a = out + ((size_t)i * T + t) * 2 * din, *mu = a + din;
-            const nf_real *x = xt + ((size_t)i * T + t) * din;
-            nf_real *z = zt + ((size_t)i * T + t) * din;
-            for (int k = 0; k < din; k++) {
-                nf_real s = soft_clamp(a[k], st->clamp);
-                z[k] = (x[k] - mu[k]) * (nf_real)exp(-s);
-                ld += s;
+    const int T = st->T, din = st->din, K = st->frames;
+    /* by row of logdet (its K sequences, in order), so a thread owns each entry it writes */
+#pragma omp parallel for schedule(static) if (split_rows(R, st))
+    for (int r = 0; r < R / K; r++)
+        for (int i = r * K; i < (r + 1) * K; i++) {
+            double ld = 0;
+            for (int t = 0; t < T; t++) {
+                const nf_real *a = out + ((size_t)i * T + t) * 2 * din, *mu = a + din;
+                const nf_real *x = xt + ((size_t)i * T + t) * din;
+                nf_real *z = zt + ((size_t)i * T + t) * din;
+                for (int k = 0; k < din; k++) {
+                    nf_real s = soft_clamp(a[k], st->clamp);
+                    z[k] = (x[k] - mu[k]) * (nf_real)exp(-s);
+                    ld += s;
+                }
             }
+            logdet[r] -= (nf_real)ld;
         }
-        logdet[i / st->frames] -= (nf_real)ld;
-    }
 }
 
 /* x = z exp(s) + mu for the tokens t in [t0, t1) of one row (its tokens x, z; its (a, mu) in out). */
@@ -196,6 +206,7 @@ static int tarflow_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf
     tf_ws w = split_ws(b, ws, n);
     const int T = st->T, din = st->din, R = n * st->frames;
     gather(st, w.zt, dy, b->dim, n); /* dz tokens (zt is free after forward) */
+#pragma omp parallel for schedule(static) if (split_rows(R, st))
     for (int i = 0; i < R; i++)
         for (int t = 0; t < T; t++) {
             const nf_real *a = w.out + ((size_t)i * T + t) * 2 * din, *mu = a + din;

@@ -319,6 +319,8 @@ static void backward_part(void *arg, int part, int nparts)
 static void gain_grads(const nf_attention *A, nf_params *P, const nf_real *dqk, const views *w, int N)
 {
     const int d = A->d, H = A->heads, dh = A->dh;
+    /* q's gains and k's on two threads: each sum keeps its order */
+#pragma omp parallel for schedule(static) num_threads(2) if (nf_nn_par((size_t)N * d))
     for (int part = 0; part < 2; part++) {
         nf_real *dg = P->grad + (part ? A->k_gain : A->q_gain);
         for (int r = 0; r < N; r++)

@@ -127,6 +127,8 @@ NF_SIMD_CLONES static void nf_linear_apply_simd(const nf_linear *L, const nf_blo
     if (n <= 0) return;
     const int in = L->in, out = L->out, nx = in - nc;
     const nf_real *W = weight(L, P, ws), *b = P->value + L->b;
+    /* the bias rows (memory-bound on large batches: split over the OpenMP threads) */
+#pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * out))
     for (int r = 0; r < n; r++) {
         nf_real *yr = y + (size_t)r * out;
         if (accumulate) {

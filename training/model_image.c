@@ -112,6 +112,9 @@ static int dequantize(const image_state *st, nf_real *y, const nf_real *x, const
     const int D = st->D;
     const double L = st->cfg.levels;
     NF_TRY(check_levels(st, x, idx, n));
+    /* keyed uniforms: each image's from its own key, so the images split over the threads and the
+     * values stay the same for any thread count (rng: one stream, in order) */
+#pragma omp parallel for schedule(static) if (!rng && n > 1 && (size_t)n * D > 65536)
     for (int i = 0; i < n; i++) {
         const nf_real *xi = x + (size_t)i * D;
         nf_real *yi = y + (size_t)i * D;
@@ -195,6 +198,7 @@ static int dequant_backward(nf_model *m, int n, double c)
 static void add_noise(const image_state *st, nf_real *y, const size_t *idx, int n, uint64_t draw)
 {
     const int D = st->D;
+#pragma omp parallel for schedule(static) if (n > 1 && (size_t)n * D > 16384)
     for (int i = 0; i < n; i++) {
         uint64_t key = noise_key(st, draw, idx ? idx[i] : (size_t)i);
         for (int k = 0; k < D; k++) {

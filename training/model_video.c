@@ -153,16 +153,22 @@ static int dequantize(const video_state *st, nf_real *y, const nf_real *x, const
 {
     const int D = st->D;
     const double L = st->cfg.levels;
-    for (int i = 0; i < n; i++) {
-        const size_t id = idx ? idx[i] : (size_t)i;
-        const uint64_t key = nf_noise_key(st->cfg.seed, draw, id);
+    for (int i = 0; i < n; i++)
         for (int k = 0; k < D; k++) {
             const double v = x[(size_t)i * D + k];
             if (!(v >= 0 && v <= L - 1))
-                return nf_error(NF_EDATA, "video %zu, value %d (frame %d) is %g; expected a grey level in 0..%d", id, k,
-                                k / (st->cfg.h * st->cfg.w * st->cfg.c), v, st->cfg.levels - 1);
+                return nf_error(NF_EDATA, "video %zu, value %d (frame %d) is %g; expected a grey level in 0..%d",
+                                idx ? idx[i] : (size_t)i, k, k / (st->cfg.h * st->cfg.w * st->cfg.c), v,
+                                st->cfg.levels - 1);
+        }
+    /* keyed uniforms: each video's from its own key, so the videos split over the threads and the
+     * values stay the same for any thread count */
+#pragma omp parallel for schedule(static) if (!rng && n > 1 && (size_t)n * D > 65536)
+    for (int i = 0; i < n; i++) {
+        const uint64_t key = nf_noise_key(st->cfg.seed, draw, idx ? idx[i] : (size_t)i);
+        for (int k = 0; k < D; k++) {
             const double u = rng ? nf_rng_uniform(rng) : nf_keyed_uniform(key, (uint64_t)k);
-            y[(size_t)i * D + k] = (nf_real)((v + u) / L - 0.5);
+            y[(size_t)i * D + k] = (nf_real)((x[(size_t)i * D + k] + u) / L - 0.5);
         }
     }
     return NF_OK;
@@ -195,6 +201,7 @@ static void encode(const nf_model *m, int n, const size_t *idx, uint64_t draw, i
     video_state *st = m->state;
     codec_encode(m, st->z, st->y, n * st->cfg.frames);
     if (noisy && st->cfg.noise > 0)
+#pragma omp parallel for schedule(static) if (n > 1 && (size_t)n * st->L > 16384)
         for (int i = 0; i < n; i++) {
             const uint64_t key = nf_noise_key(st->cfg.seed, draw, idx ? idx[i] : (size_t)i);
             for (int k = 0; k < st->L; k++)
