@@ -146,7 +146,7 @@ static int guided(const nf_bijector *b, const nf_real *ctx) { return b->guidance
 /* Split the elementwise loops over R sequences of T tokens over the OpenMP threads when large. */
 static int split_rows(int R, const tarflow_state *st)
 {
-    return R > 1 && (size_t)R * st->T * st->din > 32768 && !nf_threads_in_parallel();
+    return R > 1 && (size_t)R * st->T * st->din > 8192 && !nf_threads_in_parallel();
 }
 
 static void affine_forward(const tarflow_state *st, nf_real *zt, nf_real *logdet, const nf_real *xt,

@@ -114,7 +114,7 @@ static int dequantize(const image_state *st, nf_real *y, const nf_real *x, const
     NF_TRY(check_levels(st, x, idx, n));
     /* keyed uniforms: each image's from its own key, so the images split over the threads and the
      * values stay the same for any thread count (rng: one stream, in order) */
-#pragma omp parallel for schedule(static) if (!rng && n > 1 && (size_t)n * D > 65536)
+#pragma omp parallel for schedule(static) if (!rng && n > 1 && (size_t)n * D > 8192)
     for (int i = 0; i < n; i++) {
         const nf_real *xi = x + (size_t)i * D;
         nf_real *yi = y + (size_t)i * D;

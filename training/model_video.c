@@ -163,7 +163,7 @@ static int dequantize(const video_state *st, nf_real *y, const nf_real *x, const
         }
     /* keyed uniforms: each video's from its own key, so the videos split over the threads and the
      * values stay the same for any thread count */
-#pragma omp parallel for schedule(static) if (!rng && n > 1 && (size_t)n * D > 65536)
+#pragma omp parallel for schedule(static) if (!rng && n > 1 && (size_t)n * D > 8192)
     for (int i = 0; i < n; i++) {
         const uint64_t key = nf_noise_key(st->cfg.seed, draw, idx ? idx[i] : (size_t)i);
         for (int k = 0; k < D; k++) {
