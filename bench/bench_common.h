@@ -135,7 +135,7 @@ static inline void bench_step(bench_trainer *t)
 {
     if (t->at + (size_t)t->batch > t->rows) t->at = 0;
     nf_params_zero_grad(t->flow->P);
-    if (nf_flow_nll_step(t->flow, t->data + t->at * t->flow->dim, NULL, t->batch, &t->nll) != NF_OK)
+    if (nf_flow_nll_step(t->flow, t->data + t->at * t->flow->dim, NULL, NULL, t->batch, &t->nll) != NF_OK)
         bench_die("nll step");
     if (nf_optim_step(&t->opt, t->flow->P, t->opt.lr) != NF_OK) bench_die("optimizer step");
     t->at += (size_t)t->batch;

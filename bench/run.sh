@@ -91,7 +91,7 @@ bash scripts/deps.sh bench || { say "the PyTorch reference needs python3-torch (
 $PY -c 'import torch, numpy, h5py' 2>> "$ERR" || { say "$PY cannot import torch, numpy and h5py"; exit 1; }
 make -s build/float/libnf.a "$NF" || { say "the library does not build"; exit 1; }
 CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -march=native -fopenmp -I."
-LIBS="$(pkg-config --cflags --libs gsl hdf5-serial fftw3 fftw3f cairo | sed 's/-lgslcblas//') -lopenblas -lgif -lm"
+LIBS="$(pkg-config --cflags --libs gsl hdf5-serial fftw3 fftw3f cairo zlib | sed 's/-lgslcblas//') -lopenblas -lgif -lm"
 for p in bench_train bench_sample bench_data bench_dump; do
     wrap=""
     [ $p = bench_train ] && wrap="-Wl,--wrap=nf_gemm"  # records the step's matrix products
