@@ -83,7 +83,7 @@ APP_OBJ  := $(APP_SRC:%.c=$(B)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 EX_BIN   := $(EX_SRC:examples/%.c=$(B)/examples/%)
 
-.PHONY: all compile deps check check-one check-variant check-tsan tsan-run install demo demo-tpp bench clean
+.PHONY: all compile deps check check-one check-variant check-tsan tsan-run bench-build install demo demo-tpp bench clean
 # deps first, then a fresh make: pkg-config's flags are read when the Makefile is parsed, so a make
 # that installed the packages must not build with what it read before they were there.
 all: deps
@@ -130,8 +130,21 @@ check-variant: $(B)/libnf.a $(B)/nf $(TEST_BIN) $(EX_BIN)
 check: deps
 	@$(MAKE) --no-print-directory check-variant NF_DOUBLE=
 	@$(MAKE) --no-print-directory check-variant NF_DOUBLE=1
+	@$(MAKE) --no-print-directory bench-build NF_DOUBLE=
 	@$(MAKE) --no-print-directory check-tsan
 	@$(MAKE) --no-print-directory fuzz-smoke
+
+# The benchmark programs, compiled and linked as bench/run.sh does (whole archive; bench_train wraps
+# nf_gemm to count the step's products), so that an interface change cannot leave `make bench` broken
+# unseen (it once did: a call missing nf_flow_nll_step's row indices).
+BENCH_PROGS := bench_train bench_sample bench_data bench_dump
+bench-build: $(B)/libnf.a
+	@mkdir -p $(B)/bench
+	@for p in $(BENCH_PROGS); do \
+	  wrap=; [ $$p = bench_train ] && wrap=-Wl,--wrap=nf_gemm; \
+	  $(CC) $(CFLAGS) bench/$$p.c -Wl,--whole-archive $(B)/libnf.a -Wl,--no-whole-archive $$wrap $(LDLIBS) \
+	    -o $(B)/bench/$$p || exit 1; \
+	done; echo "ok    bench programs build: $(BENCH_PROGS)"
 
 # ThreadSanitizer over the suites that run on the worker pool and OpenMP (build/float-tsan-clang).  With
 # clang: its OpenMP runtime tells the sanitizer about its barriers through the Archer tool, where
