@@ -358,8 +358,20 @@ if os.path.exists(cmds):
     md.extend(line.rstrip("\n") for line in open(cmds))
 md.append("```\n")
 
+# The sections after "Exact commands" are hand-written (the research systems' results, each with the
+# command that produced it): carried over from the file being replaced, never regenerated.
+kept = ""
+if os.path.exists(RESULTS):
+    old = open(RESULTS).read().split("\n")
+    at = next((i for i, l in enumerate(old) if l.startswith("## Exact commands")), None)
+    if at is not None:
+        nxt = next((i for i in range(at + 1, len(old)) if old[i].startswith("## ")), None)
+        if nxt is not None:
+            kept = "\n".join(old[nxt:]).rstrip("\n") + "\n"
 with open(RESULTS, "w") as fh:
     fh.write("\n".join(md) + "\n")
+    if kept:
+        fh.write("\n" + kept)
 print(f"bench: wrote {RESULTS}")
 for line in summary:
     print(line)
