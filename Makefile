@@ -134,7 +134,7 @@ check: deps
 	@$(MAKE) --no-print-directory check-tsan
 	@$(MAKE) --no-print-directory fuzz-smoke
 
-# The benchmark programs, compiled and linked as bench/run.sh does (whole archive; bench_train wraps
+# The benchmark programs (bench/run.sh takes them from here), linked whole-archive (bench_train wraps
 # nf_gemm to count the step's products), so that an interface change cannot leave `make bench` broken
 # unseen (it once did: a call missing nf_flow_nll_step's row indices).
 BENCH_PROGS := bench_train bench_sample bench_data bench_dump

@@ -90,16 +90,11 @@ steps_for() {
 bash scripts/deps.sh bench || { say "the PyTorch reference needs python3-torch (see above)"; exit 1; }
 $PY -c 'import torch, numpy, h5py' 2>> "$ERR" || { say "$PY cannot import torch, numpy and h5py"; exit 1; }
 make -s build/float/libnf.a "$NF" || { say "the library does not build"; exit 1; }
-CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -march=native -fopenmp -I."
-LIBS="$(pkg-config --cflags --libs gsl hdf5-serial fftw3 fftw3f cairo zlib | sed 's/-lgslcblas//') -lopenblas -lgif -lm"
-for p in bench_train bench_sample bench_data bench_dump; do
-    wrap=""
-    [ $p = bench_train ] && wrap="-Wl,--wrap=nf_gemm"  # records the step's matrix products
-    # --whole-archive: every bijector type linked in, however the registry refers to them
-    cmd="gcc $CFLAGS bench/$p.c -Wl,--whole-archive build/float/libnf.a -Wl,--no-whole-archive $wrap $LIBS -o $BIN/$p"
-    echo "$cmd" >> "$CMDS"
-    $cmd 2>> "$ERR" || { say "cannot compile bench/$p.c (see $ERR)"; exit 1; }
-done
+# the benchmark programs, linked by the Makefile's bench-build (the rule make check runs, so the link
+# line lives in one place)
+echo "make bench-build B=build/float" >> "$CMDS"
+make -s bench-build B=build/float >> "$ERR" 2>&1 || { say "cannot build the benchmark programs (see $ERR)"; exit 1; }
+for p in bench_train bench_sample bench_data bench_dump; do cp "build/float/bench/$p" "$BIN/$p"; done
 
 # ---- machine --------------------------------------------------------------------------------------
 {
