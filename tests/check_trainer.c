@@ -116,6 +116,7 @@ typedef struct stopper {
     volatile int flag;
     const char *path;
     nf_model *model;
+    int stored_order; /* 1: save the epoch's order as indices, as checkpoints before 2026-12-05 did */
 } stopper;
 
 static void stop_at(void *user, const nf_train_progress *p)
@@ -127,12 +128,15 @@ static void stop_at(void *user, const nf_train_progress *p)
 static int save_ckpt(void *user, nf_trainer *t)
 {
     stopper *s = user;
+    if (s->stored_order) t->order_stored = 1;
     return nf_model_save(s->path, s->model, NULL, t);
 }
 
 /* A run stopped at step 23 and resumed from its file ends bit-identical to an uninterrupted run
- * (with ema > 0 also its moving average of the weights, which validation reads). */
-static void resume_exact(double ema)
+ * (with ema > 0 also its moving average of the weights, which validation reads).  The checkpoint
+ * keeps the epoch's order as the random state that drew it; with stored_order as the n indices
+ * themselves (the format before 2026-12-05), which must resume exactly too. */
+static void resume_exact(double ema, int stored_order)
 {
     make_tmpdir();
     char path[300];
@@ -150,7 +154,7 @@ static void resume_exact(double ema)
     free_trainer(t);
 
     nf_model *a = new_model(x, n);
-    stopper s = {23, 0, path, a};
+    stopper s = {23, 0, path, a, stored_order};
     nf_train_hooks h = {&s, stop_at, save_ckpt, &s.flag};
     ck_assert_int_eq(trainer_on(&t, a, &c, x, n, xv, 200), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t, &h), NF_OK);
@@ -186,7 +190,9 @@ static void resume_exact(double ema)
     ck_assert_int_eq(trainer_on(&t, b, &c2, x, n, xv, 200), NF_OK);
     ck_assert_int_eq(nf_model_load_trainer(path, t), NF_OK);
     ck_assert_int_eq(t->step, 23);
+    ck_assert_int_eq(t->order_stored, stored_order);
     ck_assert_int_eq(nf_trainer_run(t, NULL), NF_OK);
+    ck_assert_int_eq(t->order_stored, 0); /* a new epoch's order is drawn, and saved, as a random state */
     ck_assert_int_eq(t->step, 60);
     ck_assert_int_eq(b->P->n, ref->P->n);
     ck_assert_msg(memcmp(b->P->value, ref->P->value, b->P->n * sizeof(nf_real)) == 0,
@@ -203,13 +209,50 @@ static void resume_exact(double ema)
 
 START_TEST(resume_is_exact)
 {
-    resume_exact(0);
+    resume_exact(0, 0);
 }
 END_TEST
 
 START_TEST(resume_is_exact_with_moving_average)
 {
-    resume_exact(0.95);
+    resume_exact(0.95, 0);
+}
+END_TEST
+
+START_TEST(resume_is_exact_from_stored_order)
+{
+    resume_exact(0, 1);
+}
+END_TEST
+
+/* An order stored as indices is checked: a repeated index is refused, named. */
+START_TEST(stored_order_is_checked)
+{
+    make_tmpdir();
+    char path[300];
+    snprintf(path, sizeof path, "%s/model.h5", tmpdir);
+    size_t n = 300;
+    nf_real *x = make_data(n, 3);
+    nf_train_config c;
+    base_config(&c);
+    nf_model *a = new_model(x, n);
+    nf_trainer *t;
+    ck_assert_int_eq(trainer_on(&t, a, &c, x, n, NULL, 0), NF_OK);
+    ck_assert_int_eq(nf_trainer_step(t, NULL, NULL), NF_OK);
+    t->order_stored = 1;
+    t->perm[5] = t->perm[4];
+    ck_assert_int_eq(nf_model_save(path, a, NULL, t), NF_OK);
+    free_trainer(t);
+    ck_assert_int_eq(trainer_on(&t, a, &c, x, n, NULL, 0), NF_OK);
+    ck_assert_int_eq(nf_model_load_trainer(path, t), NF_EFORMAT);
+    ck_assert_msg(strstr(nf_strerror_last(), "checkpoint field /training/checkpoint/perm entry 5 is") &&
+                      strstr(nf_strerror_last(), "(expected a permutation of 0..299)"),
+                  "%s", nf_strerror_last());
+    free_trainer(t);
+    nf_model_free(a);
+    free(x);
+    unlink(path);
+    rmdir(tmpdir);
 }
 END_TEST
 
@@ -456,7 +499,7 @@ START_TEST(variational_learns_and_resumes)
 
     nf_model *a;
     ck_assert_int_eq(nf_model_variational_create(&a, spec, "banana", "", 5), NF_OK);
-    stopper s = {137, 0, path, a};
+    stopper s = {137, 0, path, a, 0};
     nf_train_hooks h = {&s, stop_at, save_ckpt, &s.flag};
     ck_assert_int_eq(nf_trainer_create(&t, a, &c, NULL, NULL), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t, &h), NF_OK);
@@ -947,6 +990,8 @@ int main(void)
     tcase_add_test(tc, training_improves_likelihood);
     tcase_add_test(tc, resume_is_exact);
     tcase_add_test(tc, resume_is_exact_with_moving_average);
+    tcase_add_test(tc, resume_is_exact_from_stored_order);
+    tcase_add_test(tc, stored_order_is_checked);
     tcase_add_test(tc, divergence_recovers);
     tcase_add_test(tc, divergence_stops_after_max_failures);
     tcase_add_test(tc, early_stopping);

@@ -68,10 +68,13 @@ int nf_trainer_create(nf_trainer **out, nf_model *model, const nf_train_config *
         return nf_error(NF_EINVAL, "moving-average decay %g (expected 0 <= d < 1; 0 turns it off)", cfg->ema);
     NF_TRY(nf_optim_check(&cfg->optim));
     NF_TRY(nf_schedule_check(&cfg->schedule));
+    size_t n = train ? train->n : 0;
+    if (n > UINT32_MAX)
+        return nf_error(NF_EINVAL, "%zu training items: one run trains on at most %lu (split the data)", n,
+                        (unsigned long)UINT32_MAX);
     nf_trainer *t = nf_calloc(1, sizeof *t, "trainer");
     if (!t) return NF_ENOMEM;
     t->cfg = *cfg;
-    size_t n = train ? train->n : 0;
     if (n && (size_t)t->cfg.batch > n) t->cfg.batch = (int)n;
     if (t->cfg.max_failures < 1) t->cfg.max_failures = 1;
     if (t->cfg.good_every < 1) t->cfg.good_every = 100;
@@ -83,10 +86,12 @@ int nf_trainer_create(nf_trainer **out, nf_model *model, const nf_train_config *
     t->best_val = -INFINITY;
     t->best_step = -1;
     t->lr_scale = 1.0;
-    t->perm = nf_calloc(n ? n : 1, sizeof(int64_t), "training permutation");
+    t->perm = nf_calloc(n ? n : 1, sizeof *t->perm, "training permutation");
     t->idx = nf_calloc((size_t)t->cfg.batch, sizeof(size_t), "batch indices");
     t->rng = nf_rng_alloc(cfg->seed, 0x73687566);
-    int rc = t->perm && t->idx && t->rng ? NF_OK : NF_ENOMEM;
+    t->order_state = t->rng ? nf_calloc(1, nf_rng_state_size(t->rng), "random state") : NULL;
+    int rc = t->perm && t->idx && t->rng && t->order_state ? NF_OK : NF_ENOMEM;
+    if (rc == NF_OK) nf_rng_state_get(t->rng, t->order_state);
     if (rc == NF_OK && !train) rc = nf_batch_reserve_rows(&t->batch, t->cfg.batch, 0, 0);
     if (rc == NF_OK) {
         t->best_P = clone_layout(model->P);
@@ -142,6 +147,7 @@ void nf_trainer_free(nf_trainer *t)
 {
     if (!t) return;
     free(t->perm);
+    free(t->order_state);
     free(t->idx);
     nf_rng_free(t->rng);
     nf_rng_free(t->noise);
@@ -307,15 +313,25 @@ int nf_evaluate(nf_flow *flow, const nf_real *x, const nf_real *ctx, size_t n, i
     return NF_OK;
 }
 
-static void new_epoch_order(nf_trainer *t)
+/* This epoch's order: a Fisher-Yates shuffle of 0..n-1 drawn from the trainer's stream.  The
+ * stream's state before the shuffle is kept (order_state): a checkpoint stores that instead of the
+ * n indices, and resuming draws the same order again. */
+static void shuffle_order(nf_trainer *t)
 {
-    for (size_t i = 0; i < t->n; i++) t->perm[i] = (int64_t)i;
+    for (size_t i = 0; i < t->n; i++) t->perm[i] = (uint32_t)i;
     for (size_t i = t->n; i > 1; i--) {
         size_t j = nf_rng_index(t->rng, i);
-        int64_t tmp = t->perm[i - 1];
+        uint32_t tmp = t->perm[i - 1];
         t->perm[i - 1] = t->perm[j];
         t->perm[j] = tmp;
     }
+}
+
+static void new_epoch_order(nf_trainer *t)
+{
+    t->order_stored = 0;
+    nf_rng_state_get(t->rng, t->order_state);
+    shuffle_order(t);
 }
 
 /* The next batch: b items of this epoch's order (a kind without data: b indices 0..b-1). */
@@ -695,8 +711,19 @@ int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *g)
                 {"seconds", t->seconds},          {"optim_t", (double)t->cfg.optim.t}};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         NF_TRY(nf_h5_attr_set_double(f, g, nums[i].name, nums[i].value));
-    snprintf(path, sizeof path, "%s/perm", g);
-    NF_TRY(nf_h5_write_int64(f, path, t->perm, t->n ? t->n : 1, 0));
+    NF_TRY(nf_h5_attr_set_double(f, g, "items", (double)t->n));
+    if (t->order_stored) { /* an order read from an old checkpoint: stored as it came */
+        int64_t *perm = nf_calloc(t->n ? t->n : 1, sizeof *perm, "training permutation");
+        if (!perm) return NF_ENOMEM;
+        for (size_t i = 0; i < t->n; i++) perm[i] = t->perm[i];
+        snprintf(path, sizeof path, "%s/perm", g);
+        int rc = nf_h5_write_int64(f, path, perm, t->n ? t->n : 1, 0);
+        free(perm);
+        NF_TRY(rc);
+    } else {
+        snprintf(path, sizeof path, "%s/order_rng_state", g);
+        NF_TRY(nf_h5_write_bytes(f, path, t->order_state, nf_rng_state_size(t->rng)));
+    }
     size_t rs = nf_rng_state_size(t->rng);
     unsigned char *state = malloc(rs);
     if (!state) return nf_error(NF_ENOMEM, "out of memory saving the random state");
@@ -748,6 +775,75 @@ static int checked_count(const nf_h5 *f, const char *g, const char *name, double
     return NF_OK;
 }
 
+/* This epoch's order from the stream state that drew it (a checkpoint's order_rng_state). */
+static int load_order(nf_trainer *t, nf_h5 *f, const char *g, const char *path)
+{
+    void *state;
+    size_t rs;
+    NF_TRY(nf_h5_read_bytes(f, path, &state, &rs));
+    if (rs != nf_rng_state_size(t->rng) || !nf_rng_state_valid(t->rng, state)) {
+        free(state);
+        return nf_error(NF_EFORMAT, "%s: checkpoint field %s/order_rng_state is not a state of the random generator "
+                                    "(%zu bytes, expected %zu of a valid mt19937 state)", nf_h5_path(f), g, rs,
+                        nf_rng_state_size(t->rng));
+    }
+    double items;
+    int rc = nf_h5_attr_get_double(f, g, "items", &items);
+    if (rc == NF_OK && items != (double)t->n)
+        rc = nf_error(NF_EFORMAT, "%s: checkpoint was made with %g training items, this data has %zu "
+                                  "(resume with the same data and --val-frac)", nf_h5_path(f), items, t->n);
+    if (rc != NF_OK) {
+        free(state);
+        return rc;
+    }
+    memcpy(t->order_state, state, rs);
+    free(state);
+    t->order_stored = 0;
+    /* the trainer's own state is read after this from rng_state */
+    nf_rng_state_set(t->rng, t->order_state);
+    shuffle_order(t);
+    return NF_OK;
+}
+
+/* This epoch's order as a checkpoint of nf before 2026-12-05 stored it: the n indices themselves
+ * (checked to be a permutation of 0..n-1).  Saves store it so until the epoch ends. */
+static int load_stored_order(nf_trainer *t, nf_h5 *f, const char *g)
+{
+    char path[512];
+    int64_t *perm;
+    size_t rows, cols;
+    snprintf(path, sizeof path, "%s/perm", g);
+    if (!nf_h5_exists(f, path))
+        return nf_error(NF_EFORMAT, "%s: checkpoint has neither %s/order_rng_state nor %s/perm (the order of the "
+                                    "epoch it stopped in)", nf_h5_path(f), g, g);
+    NF_TRY(nf_h5_read_int64(f, path, &perm, &rows, &cols));
+    if (rows != (t->n ? t->n : 1) && !(t->n == 0 && rows == 0)) {
+        free(perm);
+        return nf_error(NF_EFORMAT, "%s: checkpoint was made with %zu training items, this data has %zu "
+                                    "(resume with the same data and --val-frac)", nf_h5_path(f), rows, t->n);
+    }
+    /* a permutation of 0..n-1: every entry in range and none twice */
+    unsigned char *seen = t->n ? calloc(t->n, 1) : NULL;
+    if (t->n && !seen) {
+        free(perm);
+        return nf_error(NF_ENOMEM, "out of memory checking the checkpoint");
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        if (perm[i] < 0 || (uint64_t)perm[i] >= t->n || seen[perm[i]]) {
+            int rc = nf_error(NF_EFORMAT, "%s: checkpoint field %s/perm entry %zu is %lld (expected a permutation of "
+                                          "0..%zu)", nf_h5_path(f), g, i, (long long)perm[i], t->n - 1);
+            free(perm), free(seen);
+            return rc;
+        }
+        seen[perm[i]] = 1;
+    }
+    free(seen);
+    for (size_t i = 0; i < t->n; i++) t->perm[i] = (uint32_t)perm[i];
+    free(perm);
+    t->order_stored = 1;
+    return NF_OK;
+}
+
 int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *g)
 {
     char path[512];
@@ -774,33 +870,9 @@ int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *g)
         return nf_error(NF_EFORMAT, "%s: checkpoint field %s/seconds is %g (expected a finite time >= 0)",
                         nf_h5_path(f), g, v[8]);
     NF_TRY(checked_count(f, g, "optim_t", v[9], 0, big));
-    int64_t *perm;
-    size_t rows, cols;
-    snprintf(path, sizeof path, "%s/perm", g);
-    NF_TRY(nf_h5_read_int64(f, path, &perm, &rows, &cols));
-    if (rows != (t->n ? t->n : 1) && !(t->n == 0 && rows == 0)) {
-        free(perm);
-        return nf_error(NF_EFORMAT, "%s: checkpoint was made with %zu training items, this data has %zu "
-                                    "(resume with the same data and --val-frac)", nf_h5_path(f), rows, t->n);
-    }
-    /* a permutation of 0..n-1: every entry in range and none twice */
-    unsigned char *seen = t->n ? calloc(t->n, 1) : NULL;
-    if (t->n && !seen) {
-        free(perm);
-        return nf_error(NF_ENOMEM, "out of memory checking the checkpoint");
-    }
-    for (size_t i = 0; i < t->n; i++) {
-        if (perm[i] < 0 || (uint64_t)perm[i] >= t->n || seen[perm[i]]) {
-            int rc = nf_error(NF_EFORMAT, "%s: checkpoint field %s/perm entry %zu is %lld (expected a permutation of "
-                                          "0..%zu)", nf_h5_path(f), g, i, (long long)perm[i], t->n - 1);
-            free(perm), free(seen);
-            return rc;
-        }
-        seen[perm[i]] = 1;
-    }
-    free(seen);
-    if (t->n) memcpy(t->perm, perm, t->n * sizeof(int64_t));
-    free(perm);
+    snprintf(path, sizeof path, "%s/order_rng_state", g);
+    if (nf_h5_exists(f, path)) NF_TRY(load_order(t, f, g, path));
+    else NF_TRY(load_stored_order(t, f, g));
     void *state;
     size_t rs;
     snprintf(path, sizeof path, "%s/rng_state", g);

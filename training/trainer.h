@@ -129,7 +129,9 @@ struct nf_trainer {
     long step;
     int epoch;                /* completed epochs */
     size_t pos;               /* rows of the current epoch already used */
-    int64_t *perm;            /* (n) this epoch's order */
+    uint32_t *perm;           /* (n) this epoch's order: a function of order_state, not saved itself */
+    unsigned char *order_state; /* the state of rng that drew this epoch's order */
+    int order_stored;         /* 1: the order was read as indices from an old checkpoint (saved so again) */
     nf_rng *rng;
     double best_val;          /* -inf until the first validation */
     long best_step;
