@@ -135,13 +135,13 @@ check: deps
 	@$(MAKE) --no-print-directory fuzz-smoke
 
 # The benchmark programs (bench/run.sh takes them from here), linked whole-archive (bench_train wraps
-# nf_gemm to count the step's products), so that an interface change cannot leave `make bench` broken
+# nf_gemm and nf_gemm_bias to count the step's products), so that an interface change cannot leave `make bench` broken
 # unseen (it once did: a call missing nf_flow_nll_step's row indices).
 BENCH_PROGS := bench_train bench_sample bench_data bench_dump
 bench-build: $(B)/libnf.a
 	@mkdir -p $(B)/bench
 	@for p in $(BENCH_PROGS); do \
-	  wrap=; [ $$p = bench_train ] && wrap=-Wl,--wrap=nf_gemm; \
+	  wrap=; [ $$p = bench_train ] && wrap='-Wl,--wrap=nf_gemm -Wl,--wrap=nf_gemm_bias'; \
 	  $(CC) $(CFLAGS) bench/$$p.c -Wl,--whole-archive $(B)/libnf.a -Wl,--no-whole-archive $$wrap $(LDLIBS) \
 	    -o $(B)/bench/$$p || exit 1; \
 	done; echo "ok    bench programs build: $(BENCH_PROGS)"

@@ -6,7 +6,7 @@
  * and keeps the fastest block (N is lowered so the blocks take about S seconds in all, at least 3
  * steps each, when one step is very slow, as on a machine busy with other work).
  *
- * The GEMM bound: linked with -Wl,--wrap=nf_gemm, the program records every matrix product one
+ * The GEMM bound: linked with -Wl,--wrap=nf_gemm and nf_gemm_bias, the program records every matrix product one
  * training step asks of core/blas.c (shapes, transposes, strides and the memory they touch), copies
  * that memory into a shadow arena laid out the same way (so products that read what an earlier one
  * wrote still do, and the same bytes stay in cache), and replays the products alone through nf_gemm,
@@ -31,7 +31,7 @@ void openblas_set_num_threads(int num_threads);
 typedef struct gemm_call {
     int ta, tb, M, N, K, lda, ldb, ldc;
     nf_real alpha, beta;
-    const nf_real *A, *B;
+    const nf_real *A, *B, *bias; /* bias: a call of nf_gemm_bias (alpha 1, beta unused) */
     nf_real *C;
     int in_parallel, thread; /* made inside an OpenMP parallel region, by which thread */
 } gemm_call;
@@ -40,27 +40,43 @@ void __real_nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, 
                     const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc);
 void __wrap_nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
                     const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc);
+void __real_nf_gemm_bias(int transA, int transB, int M, int N, int K, const nf_real *A, int lda, const nf_real *B,
+                         int ldb, const nf_real *bias, nf_real *C, int ldc);
+void __wrap_nf_gemm_bias(int transA, int transB, int M, int N, int K, const nf_real *A, int lda, const nf_real *B,
+                         int ldb, const nf_real *bias, nf_real *C, int ldc);
 
 static int recording;
 static gemm_call *calls;
 static int ncalls, capcalls;
 
+static void record(gemm_call c)
+{
+    if (!recording || c.M <= 0 || c.N <= 0) return;
+#pragma omp critical(bench_record)
+    {
+        if (ncalls == capcalls) {
+            capcalls = capcalls ? 2 * capcalls : 256;
+            calls = realloc(calls, (size_t)capcalls * sizeof *calls);
+            if (!calls) exit(1);
+        }
+        calls[ncalls++] = c;
+    }
+}
+
 void __wrap_nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
                     const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
 {
-    if (recording && M > 0 && N > 0) {
-#pragma omp critical(bench_record)
-        {
-            if (ncalls == capcalls) {
-                capcalls = capcalls ? 2 * capcalls : 256;
-                calls = realloc(calls, (size_t)capcalls * sizeof *calls);
-                if (!calls) exit(1);
-            }
-            calls[ncalls++] = (gemm_call){transA != 0, transB != 0, M, N, K, lda, ldb, ldc, alpha, beta,
-                                          A, B, C, omp_in_parallel(), omp_get_thread_num()};
-        }
-    }
+    record((gemm_call){transA != 0, transB != 0, M, N, K, lda, ldb, ldc, alpha, beta, A, B, NULL, C,
+                       omp_in_parallel(), omp_get_thread_num()});
     __real_nf_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void __wrap_nf_gemm_bias(int transA, int transB, int M, int N, int K, const nf_real *A, int lda, const nf_real *B,
+                         int ldb, const nf_real *bias, nf_real *C, int ldc)
+{
+    record((gemm_call){transA != 0, transB != 0, M, N, K, lda, ldb, ldc, 1, 0, A, B, bias, C, omp_in_parallel(),
+                       omp_get_thread_num()});
+    __real_nf_gemm_bias(transA, transB, M, N, K, A, lda, B, ldb, bias, C, ldc);
 }
 
 /* ---- the shadow arena ------------------------------------------------------------------------------ */
@@ -97,13 +113,14 @@ static void add_span(span *s, int *k, const void *p, size_t bytes)
 /* Merge every operand's memory range into disjoint spans and copy them. */
 static void build_arena(void)
 {
-    span *s = calloc((size_t)3 * ncalls, sizeof *s);
+    span *s = calloc((size_t)4 * ncalls, sizeof *s);
     int k = 0;
     for (int i = 0; i < ncalls; i++) {
         const gemm_call *c = &calls[i];
         add_span(s, &k, c->A, c->ta ? extent(c->K, c->M, c->lda) : extent(c->M, c->K, c->lda));
         add_span(s, &k, c->B, c->tb ? extent(c->N, c->K, c->ldb) : extent(c->K, c->N, c->ldb));
         add_span(s, &k, c->C, extent(c->M, c->N, c->ldc));
+        if (c->bias) add_span(s, &k, c->bias, extent(1, c->N, c->N));
     }
     qsort(s, (size_t)k, sizeof *s, cmp_span);
     int m = 0;
@@ -145,6 +162,10 @@ static void reset_arena(void)
 
 static void replay_one(const gemm_call *r)
 {
+    if (r->bias) {
+        __real_nf_gemm_bias(r->ta, r->tb, r->M, r->N, r->K, r->A, r->lda, r->B, r->ldb, r->bias, r->C, r->ldc);
+        return;
+    }
     __real_nf_gemm(r->ta, r->tb, r->M, r->N, r->K, r->alpha, r->A, r->lda, r->B, r->ldb, r->beta, r->C, r->ldc);
 }
 
@@ -181,7 +202,8 @@ static void replay_openblas(const gemm_call *r, int n)
         cblas_sgemm(
 #endif
             CblasRowMajor, r[i].ta ? CblasTrans : CblasNoTrans, r[i].tb ? CblasTrans : CblasNoTrans, r[i].M, r[i].N,
-            r[i].K, r[i].alpha, r[i].A, r[i].lda, r[i].B, r[i].ldb, r[i].beta, r[i].C, r[i].ldc);
+            r[i].K, r[i].alpha, r[i].A, r[i].lda, r[i].B, r[i].ldb, r[i].bias ? 1 : r[i].beta, r[i].C, r[i].ldc);
+    /* (a bias call as nf did before nf_gemm_bias: adding into C, which held the bias rows) */
 }
 
 /* Fastest of reps blocks of steps replays (arena reset before each block, outside the timing);
@@ -272,6 +294,7 @@ int main(int argc, char **argv)
         rc[i].A = shadow(calls[i].A);
         rc[i].B = shadow(calls[i].B);
         rc[i].C = shadow(calls[i].C);
+        if (calls[i].bias) rc[i].bias = shadow(calls[i].bias);
     }
     double gcpu, ocpu;
     replay_threads = threads;

@@ -57,9 +57,15 @@ static void openblas_call(int transA, int transB, int M, int N, int K, nf_real a
 typedef struct openblas_job {
     int transA, transB, M, N, K, lda, ldb, ldc;
     nf_real alpha, beta;
-    const nf_real *A, *B;
+    const nf_real *A, *B, *bias;
     nf_real *C;
 } openblas_job;
+
+/* Rows r0..r1 of C = bias, for a product that then adds into them (beta = 1). */
+static void fill_bias_rows(nf_real *C, int ldc, const nf_real *bias, int N, int r0, int r1)
+{
+    for (int i = r0; i < r1; i++) memcpy(C + (size_t)i * ldc, bias, (size_t)N * sizeof *C);
+}
 
 static void openblas_part(void *arg, int part, int nparts)
 {
@@ -68,23 +74,25 @@ static void openblas_part(void *arg, int part, int nparts)
     const int r0 = (int)((long)blocks * part / nparts) * OB_ROWS;
     int r1 = (int)((long)blocks * (part + 1) / nparts) * OB_ROWS;
     if (r1 > g->M) r1 = g->M;
-    if (r0 < r1) /* rows r0..r1 of op(A) and of C */
-        openblas_call(g->transA, g->transB, r1 - r0, g->N, g->K, g->alpha,
-                      g->A + (size_t)r0 * (g->transA ? 1 : g->lda), g->lda, g->B, g->ldb, g->beta,
-                      g->C + (size_t)r0 * g->ldc, g->ldc);
+    if (r0 >= r1) return;
+    if (g->bias) fill_bias_rows(g->C, g->ldc, g->bias, g->N, r0, r1);
+    /* rows r0..r1 of op(A) and of C */
+    openblas_call(g->transA, g->transB, r1 - r0, g->N, g->K, g->alpha, g->A + (size_t)r0 * (g->transA ? 1 : g->lda),
+                  g->lda, g->B, g->ldb, g->bias ? 1 : g->beta, g->C + (size_t)r0 * g->ldc, g->ldc);
 }
 
 static void openblas_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-                          const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
+                          const nf_real *B, int ldb, nf_real beta, const nf_real *bias, nf_real *C, int ldc)
 {
     int T = nf_blas_get_threads();
     if (2.0 * M * N * K < OB_PAR_MIN_FLOPS || nf_threads_in_parallel()) T = 1;
     if (T > M / OB_ROWS) T = M / OB_ROWS;
     if (T <= 1) {
-        openblas_call(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (bias) fill_bias_rows(C, ldc, bias, N, 0, M);
+        openblas_call(transA, transB, M, N, K, alpha, A, lda, B, ldb, bias ? 1 : beta, C, ldc);
         return;
     }
-    openblas_job g = {transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+    openblas_job g = {transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, bias, C};
     nf_threads_run(T, T, openblas_part, &g);
 }
 
@@ -139,20 +147,33 @@ void nf_blas_set_threads(int n)
     openblas_set_num_threads(1);
 }
 
-void nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-             const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
+static void gemm_with(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
+                      const nf_real *B, int ldb, nf_real beta, const nf_real *bias, nf_real *C, int ldc)
 {
     if (M <= 0 || N <= 0) return;
     if (native_active()) {
-        if (K <= 0 || alpha == 0) { /* C = beta C (BLAS semantics: beta = 0 clears, even NaN) */
+        if (K <= 0 || alpha == 0) { /* C = beta C (BLAS semantics: beta = 0 clears, even NaN), or the bias */
             for (int i = 0; i < M; i++)
-                for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+                for (int j = 0; j < N; j++)
+                    C[(size_t)i * ldc + j] = bias ? bias[j] : beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
             return;
         }
-        nf_blas_avx512_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        nf_blas_avx512_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, ldc);
         return;
     }
-    openblas_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    openblas_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, ldc);
+}
+
+void nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
+             const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
+{
+    gemm_with(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, ldc);
+}
+
+void nf_gemm_bias(int transA, int transB, int M, int N, int K, const nf_real *A, int lda, const nf_real *B, int ldb,
+                  const nf_real *bias, nf_real *C, int ldc)
+{
+    gemm_with(transA, transB, M, N, K, 1, A, lda, B, ldb, 0, bias, C, ldc);
 }
 
 void nf_gemv(int transA, int M, int N, nf_real alpha, const nf_real *A, int lda, const nf_real *x,

@@ -50,6 +50,11 @@
 
 void nf_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
              const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc);
+/* C = op(A) op(B) + bias in every row (bias: N values): a layer's forward pass.  The same numbers as
+ * filling C's rows with the bias and nf_gemm with alpha = beta = 1, but nf's kernel adds the bias as
+ * it stores C, so C is written once. */
+void nf_gemm_bias(int transA, int transB, int M, int N, int K, const nf_real *A, int lda, const nf_real *B, int ldb,
+                  const nf_real *bias, nf_real *C, int ldc);
 /* y (M) = alpha * op(A) x + beta * y, A stored M x N row-major (op = A or A^T). */
 void nf_gemv(int transA, int M, int N, nf_real alpha, const nf_real *A, int lda, const nf_real *x,
              nf_real beta, nf_real *y);

@@ -23,6 +23,7 @@
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#include <string.h>
 
 #ifdef NF_DOUBLE
 typedef __m512d vec;
@@ -149,6 +150,13 @@ static __attribute__((noinline)) void pack_strip(nf_real *dst, int transB, const
     }
 }
 
+/* first: the tile's chunk of K is not the first (0: add to C), the first (FIRST_C: beta C, or nothing
+ * when beta = 0), the first of a product with a bias (FIRST_BIAS: the bias, packed as row kc of the
+ * strip, where no pointer of its own has to stay in a register through the loop: one more made
+ * the compiler spill and cost 20% of the kernel's rate). */
+#define FIRST_C 1
+#define FIRST_BIAS 2
+
 /* One tile: rows (mr <= R of them) of C from the rows of op(A) at a (row step ars, k step acs) and
  * the packed strip b; NV vectors (1 or 2) of columns, the first nr of them stored.  R and NV are
  * constants at every call, so the accumulators stay in registers.  Rows past mr repeat row 0. */
@@ -184,6 +192,9 @@ static inline __attribute__((always_inline)) void tile(const int R, const int NV
         if (!first) {
             x0 = V_ADD(x0, V_MLOADU(m0, cr));
             if (NV > 1) x1 = V_ADD(x1, V_MLOADU(m1, cr + VW));
+        } else if (first == FIRST_BIAS) { /* the bias row packed after the strip's kc rows */
+            x0 = V_ADD(x0, V_LOAD(b + (size_t)kc * NR));
+            if (NV > 1) x1 = V_ADD(x1, V_LOAD(b + (size_t)kc * NR + VW));
         } else if (beta != 0) {
             x0 = V_FMA(vb, V_MLOADU(m0, cr), x0);
             if (NV > 1) x1 = V_FMA(vb, V_MLOADU(m1, cr + VW), x1);
@@ -226,10 +237,11 @@ static __attribute__((noinline)) void strip_rows(int NV, int i0, int i1, int kc,
  * not depend on them. */
 #define BLOCK_BYTES (1 << 20)
 static void native_part(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-                        const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc, int s0, int s1, int i0, int i1)
+                        const nf_real *B, int ldb, nf_real beta, const nf_real *bias, nf_real *C, int ldc, int s0,
+                        int s1, int i0, int i1)
 {
     (void)M;
-    _Alignas(64) nf_real pack[KC * NR];
+    _Alignas(64) nf_real pack[KC * NR + NR];
     const long ars = transA ? 1 : lda, acs = transA ? lda : 1;
     const int kmax = K < KC ? K : KC;
     int mb = (int)(BLOCK_BYTES / (sizeof(nf_real) * (size_t)(kmax + (s1 - s0) * NR))) / MR * MR;
@@ -241,7 +253,12 @@ static void native_part(int transA, int transB, int M, int N, int K, nf_real alp
             for (int s = s0; s < s1; s++) {
                 const int j0 = s * NR, nr = N - j0 < NR ? N - j0 : NR, nv = nr > VW ? 2 : 1;
                 pack_strip(pack, transB, B, ldb, k0, kc, j0, nr);
-                strip_rows(nv, b0, b1, kc, A + k0 * acs, ars, acs, pack, C + j0, ldc, nr, alpha, beta, k0 == 0);
+                int first = k0 == 0 ? FIRST_C : 0;
+                if (first && bias) {
+                    memcpy(pack + (size_t)kc * NR, bias + j0, (size_t)nr * sizeof *pack);
+                    first = FIRST_BIAS;
+                }
+                strip_rows(nv, b0, b1, kc, A + k0 * acs, ars, acs, pack, C + j0, ldc, nr, alpha, beta, first);
             }
         }
     }
@@ -261,7 +278,7 @@ static void native_narrow(int transA, int transB, int M, int N, int K, nf_real a
     for (int i0 = 0; i0 < M; i0 += NARROW_CHUNK) {
         const int mc = M - i0 < NARROW_CHUNK ? M - i0 : NARROW_CHUNK, strips = (mc + NR - 1) / NR;
         const nf_real *Ai = transA ? A + i0 : A + (size_t)i0 * lda;
-        native_part(!transB, !transA, N, mc, K, alpha, B, ldb, Ai, lda, 0, T, mc, 0, strips, 0, N);
+        native_part(!transB, !transA, N, mc, K, alpha, B, ldb, Ai, lda, 0, NULL, T, mc, 0, strips, 0, N);
         for (int i = 0; i < mc; i++) {
             nf_real *c = C + (size_t)(i0 + i) * ldc;
             for (int j = 0; j < N; j++) c[j] = T[(size_t)j * mc + i] + (beta == 0 ? 0 : beta * c[j]);
@@ -274,7 +291,7 @@ static void native_narrow(int transA, int transB, int M, int N, int K, nf_real a
 typedef struct gemm_job {
     int transA, transB, M, N, K, lda, ldb, ldc, strips;
     nf_real alpha, beta;
-    const nf_real *A, *B;
+    const nf_real *A, *B, *bias;
     nf_real *C;
 } gemm_job;
 
@@ -283,22 +300,28 @@ static void gemm_part(void *arg, int part, int nparts)
     const gemm_job *g = arg;
     if (g->strips >= 2 * nparts) {
         const int s0 = (int)((long)g->strips * part / nparts), s1 = (int)((long)g->strips * (part + 1) / nparts);
-        native_part(g->transA, g->transB, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C,
-                    g->ldc, s0, s1, 0, g->M);
+        native_part(g->transA, g->transB, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->bias,
+                    g->C, g->ldc, s0, s1, 0, g->M);
         return;
     }
     const int tiles = (g->M + MR - 1) / MR;
     int r0 = (int)((long)tiles * part / nparts) * MR, r1 = (int)((long)tiles * (part + 1) / nparts) * MR;
     if (r1 > g->M) r1 = g->M;
     if (r0 < r1)
-        native_part(g->transA, g->transB, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C,
-                    g->ldc, 0, g->strips, r0, r1);
+        native_part(g->transA, g->transB, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->bias,
+                    g->C, g->ldc, 0, g->strips, r0, r1);
 }
 
+/* With bias (N values), C = alpha op(A) op(B) + bias in every row, beta unused: the bias enters where
+ * the first chunk of K would read C, so C is written once instead of filled and read back. */
 static void native_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-                        const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
+                        const nf_real *B, int ldb, nf_real beta, const nf_real *bias, nf_real *C, int ldc)
 {
     if (N <= NARROW_N && transA) {
+        if (bias) {
+            for (int i = 0; i < M; i++) memcpy(C + (size_t)i * ldc, bias, (size_t)N * sizeof *C);
+            beta = 1;
+        }
         native_narrow(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
@@ -307,27 +330,27 @@ static void native_gemm(int transA, int transB, int M, int N, int K, nf_real alp
     if (2.0 * M * N * K < PAR_MIN_FLOPS || nf_threads_in_parallel()) T = 1;
     if (T > 1 && strips < 2 * T && M < 2 * MR * T) T = 1;
     if (T <= 1) {
-        native_part(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 0, strips, 0, M);
+        native_part(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, ldc, 0, strips, 0, M);
         return;
     }
-    gemm_job g = {transA, transB, M, N, K, lda, ldb, ldc, strips, alpha, beta, A, B, C};
+    gemm_job g = {transA, transB, M, N, K, lda, ldb, ldc, strips, alpha, beta, A, B, bias, C};
     nf_threads_run(T, T, gemm_part, &g);
 }
 
 int nf_blas_avx512_compiled(void) { return 1; }
 
 void nf_blas_avx512_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-                         const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
+                         const nf_real *B, int ldb, nf_real beta, const nf_real *bias, nf_real *C, int ldc)
 {
-    native_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    native_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, ldc);
 }
 #else
 int nf_blas_avx512_compiled(void) { return 0; }
 
 void nf_blas_avx512_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-                         const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc)
+                         const nf_real *B, int ldb, nf_real beta, const nf_real *bias, nf_real *C, int ldc)
 {
     (void)transA, (void)transB, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
-    (void)beta, (void)C, (void)ldc;
+    (void)beta, (void)bias, (void)C, (void)ldc;
 }
 #endif

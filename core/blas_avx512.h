@@ -11,6 +11,6 @@
 
 int nf_blas_avx512_compiled(void);
 void nf_blas_avx512_gemm(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
-                         const nf_real *B, int ldb, nf_real beta, nf_real *C, int ldc);
+                         const nf_real *B, int ldb, nf_real beta, const nf_real *bias, nf_real *C, int ldc);
 
 #endif

@@ -127,6 +127,11 @@ NF_SIMD_CLONES static void nf_linear_apply_simd(const nf_linear *L, const nf_blo
     if (n <= 0) return;
     const int in = L->in, out = L->out, nx = in - nc;
     const nf_real *W = weight(L, P, ws), *b = P->value + L->b;
+    if (!accumulate && !bk && nx > 0) { /* the bias enters as the product stores y */
+        nf_gemm_bias(0, 1, n, out, nx, x, nx, W, in, b, y, out);
+        if (nc > 0) nf_gemm(0, 1, n, out, nc, 1, c, nc, W + nx, in, 1, y, out);
+        return;
+    }
     /* the bias rows (memory-bound on large batches: split over the OpenMP threads) */
 #pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * out))
     for (int r = 0; r < n; r++) {

@@ -166,6 +166,46 @@ START_TEST(test_gemm_row_split)
 }
 END_TEST
 
+/* nf_gemm_bias is the same bits as filling C's rows with the bias and nf_gemm(alpha = beta = 1), on
+ * both backends, one and two threads: over tile edges, K past one 256-deep block (the bias enters
+ * with the first block only), narrow C (its own path), and a leading dimension wider than N. */
+START_TEST(test_gemm_bias)
+{
+    const shape sh[] = {{512, 256, 64}, {77, 40, 300}, {129, 5, 70}, {13, 33, 520}, {1, 1, 1}};
+    const nf_blas_backend was = nf_blas_get_backend();
+    for (int be = 0; be < 2; be++) {
+        if (be == 1) nf_blas_set_backend(NF_BLAS_OPENBLAS);
+        for (int threads = 1; threads <= 2; threads++)
+            for (size_t t = 0; t < sizeof sh / sizeof sh[0]; t++)
+                for (int ta = 0; ta < 2; ta++)
+                    for (int tb = 0; tb < 2; tb++) {
+                        const int M = sh[t].M, N = sh[t].N, K = sh[t].K, lda = ta ? M : K, ldb = tb ? K : N;
+                        const int ldc = N + 3;
+                        const size_t nc = (size_t)M * ldc;
+                        nf_real *A = malloc((size_t)M * K * sizeof *A), *B = malloc((size_t)K * N * sizeof *B);
+                        nf_real *bias = malloc((size_t)N * sizeof *bias);
+                        nf_real *C1 = malloc(nc * sizeof *C1), *C2 = malloc(nc * sizeof *C2);
+                        nf_test_fill_uniform(A, (size_t)M * K, -1.2, 1.0, 40 + t);
+                        nf_test_fill_uniform(B, (size_t)K * N, -1.0, 1.3, 41 + t);
+                        nf_test_fill_uniform(bias, N, -2, 2, 42 + t);
+                        nf_test_fill_uniform(C1, nc, -1, 1, 43 + t); /* the padding columns must survive */
+                        memcpy(C2, C1, nc * sizeof *C1);
+                        nf_blas_set_threads(threads);
+                        for (int i = 0; i < M; i++) memcpy(C1 + (size_t)i * ldc, bias, (size_t)N * sizeof *C1);
+                        nf_gemm(ta, tb, M, N, K, 1, A, lda, B, ldb, 1, C1, ldc);
+                        C2[0] = NAN; /* beta is not used: what C held does not matter */
+                        nf_gemm_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C2, ldc);
+                        ck_assert_msg(memcmp(C1, C2, nc * sizeof *C1) == 0,
+                                      "%s, %d threads, %c%c %dx%dx%d: bias product differs", be ? "openblas" : "default",
+                                      threads, "NT"[ta], "NT"[tb], M, N, K);
+                        free(A), free(B), free(bias), free(C1), free(C2);
+                    }
+    }
+    nf_blas_set_threads(0);
+    ck_assert(nf_blas_set_backend(was) == was);
+}
+END_TEST
+
 /* The OpenBLAS backend passes the same reference checks. */
 START_TEST(test_gemm_openblas_backend)
 {
@@ -210,6 +250,7 @@ static Suite *blas_suite(void)
     tcase_add_test(t, test_gemm_degenerate);
     tcase_add_test(t, test_gemm_threads_and_backends);
     tcase_add_test(t, test_gemm_row_split);
+    tcase_add_test(t, test_gemm_bias);
     tcase_add_test(t, test_gemm_openblas_backend);
     tcase_add_test(t, test_backend_choice);
     suite_add_tcase(s, t);
