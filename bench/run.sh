@@ -177,6 +177,7 @@ fi
 # count is what is compared, so running side by side changes nothing but the wall time.
 quality_nf() {  # SET STEPS TRAIN TEST
     local name=$1 steps=$2 model=$OUT/models/q_$1.h5 ev
+    rm -f "$model" # a fresh fit (nf fit refuses to replace a model without --force)
     if ! run /dev/null "$NF" fit "$3" -o "$model" --flow nsf-coupling --layers 10 --bins 8 --tail 5 --hidden 128 \
         --blocks 2 --steps "$steps" --batch 512 --lr 1e-3 --optimizer adam --schedule cosine --clip 5 --val-frac 0 \
         --checkpoint-every 0 --seed "$QSEED" --threads 1 --quiet; then
@@ -262,6 +263,7 @@ import os; os.replace(sys.argv[1] + ".tmp", sys.argv[1])
 EOF
     fi
     tv=$OUT/q/mem_time.txt
+    rm -f "$OUT/models/big.h5" # a fresh fit (nf fit refuses to replace a model without --force)
     printf '%s\n' "/usr/bin/time -v $NF fit $big -o $OUT/models/big.h5 --flow maf --steps $MEM_STEPS --threads 2 --quiet" >> "$CMDS"
     if /usr/bin/time -v "$NF" fit "$big" -o "$OUT/models/big.h5" --flow maf --steps "$MEM_STEPS" --threads 2 --quiet \
         2> "$tv"; then
