@@ -291,18 +291,24 @@ static inline const nf_real *col_at(const nf_real *x, const nf_real *c, int nx, 
     return col < nx ? x + col : c + (col - nx);
 }
 
-void nf_blocks_forward(const nf_blocks *bk, nf_real *y, const nf_real *x, const nf_real *c, int nx, int nc,
-                       const nf_real *W, int in, int out, int n)
+void nf_blocks_forward(const nf_blocks *bk, nf_real *y, const nf_real *bias, const nf_real *x, const nf_real *c,
+                       int nx, int nc, const nf_real *W, int in, int out, int n)
 {
     for (int a = 0; a < bk->nrb; a++) {
         const int r0 = bk->rb[a], rows = bk->rb[a + 1] - r0;
+        int first = bias != NULL; /* the row block's first product writes bias + its share */
         for (int b = 0; b < bk->ncb; b++) {
             if (!bk->cls[a * bk->ncb + b]) continue;
             int e = run_end(bk, a, b, nx), c0 = bk->cb[b], ld;
             const nf_real *src = col_at(x, c, nx, nc, c0, &ld);
-            nf_gemm(0, 1, n, rows, bk->cb[e + 1] - c0, 1, src, ld, W + (size_t)r0 * in + c0, in, 1, y + r0, out);
+            const int K = bk->cb[e + 1] - c0;
+            if (first) nf_gemm_bias(0, 1, n, rows, K, src, ld, W + (size_t)r0 * in + c0, in, bias + r0, y + r0, out);
+            else nf_gemm(0, 1, n, rows, K, 1, src, ld, W + (size_t)r0 * in + c0, in, 1, y + r0, out);
+            first = 0;
             b = e;
         }
+        if (first) /* no input reaches these outputs: the bias alone */
+            for (int r = 0; r < n; r++) memcpy(y + (size_t)r * out + r0, bias + r0, (size_t)rows * sizeof *y);
     }
 }
 

@@ -121,13 +121,22 @@ static const nf_real *weight(const nf_linear *L, const nf_params *P, const nf_re
 }
 
 /* y (=|+=) [x | c] W^T + b, with x (n, in-nc), c (n, nc), y (n, out); after nf_linear_prepare. */
-NF_SIMD_CLONES static void nf_linear_apply_simd(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *y,
-                                                const nf_real *x, const nf_real *c, int nc, int accumulate, int n)
+/* y = [x | c] W^T + b, or with accumulate y += [x | c] W^T + b, or with a residual res (n, out)
+ * y = res + [x | c] W^T + b.  The bias goes in where y is first written: by the product itself when
+ * y is overwritten, else in one pass over the rows (y += b, or y = res + b) before the products add
+ * into y. */
+NF_SIMD_CLONES static void nf_linear_apply_simd(const nf_linear *L, const nf_blocks *bk, const nf_params *P,
+                                                const nf_real *ws, nf_real *y, const nf_real *res, const nf_real *x,
+                                                const nf_real *c, int nc, int accumulate, int n)
 {
     if (n <= 0) return;
     const int in = L->in, out = L->out, nx = in - nc;
     const nf_real *W = weight(L, P, ws), *b = P->value + L->b;
-    if (!accumulate && !bk && nx > 0) { /* the bias enters as the product stores y */
+    if (!accumulate && !res && bk) {
+        nf_blocks_forward(bk, y, b, x, c, nx, nc, W, in, out, n);
+        return;
+    }
+    if (!accumulate && !res && nx > 0) {
         nf_gemm_bias(0, 1, n, out, nx, x, nx, W, in, b, y, out);
         if (nc > 0) nf_gemm(0, 1, n, out, nc, 1, c, nc, W + nx, in, 1, y, out);
         return;
@@ -136,7 +145,11 @@ NF_SIMD_CLONES static void nf_linear_apply_simd(const nf_linear *L, const nf_blo
 #pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * out))
     for (int r = 0; r < n; r++) {
         nf_real *yr = y + (size_t)r * out;
-        if (accumulate) {
+        if (res) {
+            const nf_real *rr = res + (size_t)r * out;
+#pragma omp simd
+            for (int j = 0; j < out; j++) yr[j] = rr[j] + b[j];
+        } else if (accumulate) {
 #pragma omp simd
             for (int j = 0; j < out; j++) yr[j] += b[j];
         } else {
@@ -144,18 +157,32 @@ NF_SIMD_CLONES static void nf_linear_apply_simd(const nf_linear *L, const nf_blo
         }
     }
     if (bk) {
-        nf_blocks_forward(bk, y, x, c, nx, nc, W, in, out, n);
+        nf_blocks_forward(bk, y, NULL, x, c, nx, nc, W, in, out, n);
         return;
     }
     if (nx > 0) nf_gemm(0, 1, n, out, nx, 1, x, nx, W, in, 1, y, out);
     if (nc > 0) nf_gemm(0, 1, n, out, nc, 1, c, nc, W + nx, in, 1, y, out);
 }
 
-/* The exported name calls the clones (a multiversioned function must be static for clang). */
+/* The exported names call the clones (a multiversioned function must be static for clang). */
 void nf_linear_apply(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *y,
                      const nf_real *x, const nf_real *c, int nc, int accumulate, int n)
 {
-    nf_linear_apply_simd(L, bk, P, ws, y, x, c, nc, accumulate, n);
+    nf_linear_apply_simd(L, bk, P, ws, y, NULL, x, c, nc, accumulate, n);
+}
+
+void nf_linear_apply_res(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *y,
+                         const nf_real *res, const nf_real *x, int n)
+{
+    nf_linear_apply_simd(L, bk, P, ws, y, res, x, NULL, 0, 0, n);
+}
+
+void nf_linear_forward_res(const nf_linear *L, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *res,
+                           const nf_real *x, int n)
+{
+    if (n <= 0) return;
+    nf_linear_prepare(L, P, ws);
+    nf_linear_apply_res(L, NULL, P, ws, y, res, x, n);
 }
 
 void nf_linear_forward_cat(const nf_linear *L, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,

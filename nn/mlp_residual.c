@@ -121,8 +121,7 @@ void nf_mlp_residual_forward_rows(const nf_mlp *m, const nf_params *P, nf_real *
             pre = b.v;
         }
         nf_act_forward_ex(a, m->slope, b.s, pre, rH);
-        memcpy(b.r_next, r, rH * sizeof *r);
-        nf_linear_apply(&m->lin[l1], nf_mlp_blocks(m, l1), P, ws + m->lin_ws[l1], b.r_next, b.s, NULL, 0, 1, rows);
+        nf_linear_apply_res(&m->lin[l1], nf_mlp_blocks(m, l1), P, ws + m->lin_ws[l1], b.r_next, r, b.s, rows);
         r = b.r_next;
     }
     nf_act_forward_ex(a, m->slope, R.f, r, rH);

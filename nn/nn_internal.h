@@ -32,9 +32,10 @@ enum { NF_BLOCKS_AUTO = 0, NF_BLOCKS_GROUPS = -1, NF_BLOCKS_NONE = -2 };
 /* Plan the cuts of a mask (out, in) with nx data columns, then in - nx context columns. */
 int nf_blocks_plan(nf_blocks *bk, const unsigned char *mask, int out, int in, int nx, int mode);
 void nf_blocks_free(nf_blocks *bk);
-/* y (n, out) += [x | c] W^T over the non-zero blocks; x (n, nx), c (n, nc), W (out, in). */
-void nf_blocks_forward(const nf_blocks *bk, nf_real *y, const nf_real *x, const nf_real *c, int nx, int nc,
-                       const nf_real *W, int in, int out, int n);
+/* y (n, out) = bias + [x | c] W^T over the non-zero blocks (bias NULL: y +=); x (n, nx), c (n, nc),
+ * W (out, in), bias (out). */
+void nf_blocks_forward(const nf_blocks *bk, nf_real *y, const nf_real *bias, const nf_real *x, const nf_real *c,
+                       int nx, int nc, const nf_real *W, int in, int out, int n);
 /* dx (=|+=) dy W[:, :nx] (accumulate), dc += dy W[:, nx:]; either may be NULL. */
 void nf_blocks_backward_input(const nf_blocks *bk, nf_real *dx, nf_real *dc, int accumulate, const nf_real *dy,
                               int nx, int nc, const nf_real *W, int in, int out, int n);
@@ -62,6 +63,10 @@ void nf_linear_backward_blocks(const nf_linear *L, const nf_blocks *bk, nf_param
 void nf_linear_prepare(const nf_linear *L, const nf_params *P, nf_real *ws);
 void nf_linear_apply(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *y,
                      const nf_real *x, const nf_real *c, int nc, int accumulate, int n);
+/* y = res + x W^T + b (a residual skip: the same numbers as copying res into y and applying with
+ * accumulate = 1, one pass over y fewer). */
+void nf_linear_apply_res(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *y,
+                         const nf_real *res, const nf_real *x, int n);
 void nf_linear_grad_input(const nf_linear *L, const nf_blocks *bk, const nf_params *P, const nf_real *ws, nf_real *dx,
                           nf_real *dc, const nf_real *dy, int nc, int accumulate, int n);
 void nf_linear_grad_params(const nf_linear *L, const nf_blocks *bk, nf_params *P, nf_real *ws, const nf_real *dy,

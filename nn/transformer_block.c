@@ -79,8 +79,7 @@ void nf_tblock_forward(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_r
     nf_layernorm_forward(&B->ln2, P, v.b, v.c2, v.h, N);
     nf_linear_forward(&B->fc1, P, NULL, v.m, v.b, N);
     nf_act_forward(NF_ACT_GELU, v.g, v.m, (size_t)N * B->hidden);
-    memcpy(y, v.h, Nd * sizeof *y);
-    nf_linear_forward_cat(&B->fc2, P, NULL, y, v.g, NULL, 0, 1, N);
+    nf_linear_forward_res(&B->fc2, P, NULL, y, v.h, v.g, N);
 }
 
 /* Reverse of forward, dy = dL/dy:
@@ -138,7 +137,6 @@ int nf_tblock_block(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_real
     nf_layernorm_forward(&B->ln2, P, b, c + 2 * (size_t)N, h, N);
     nf_linear_forward(&B->fc1, P, NULL, u, b, N);
     nf_act_forward(NF_ACT_GELU, u, u, (size_t)N * B->hidden);
-    memcpy(y, h, nd * sizeof *y);
-    nf_linear_forward_cat(&B->fc2, P, NULL, y, u, NULL, 0, 1, N);
+    nf_linear_forward_res(&B->fc2, P, NULL, y, h, u, N);
     return NF_OK;
 }
