@@ -775,18 +775,29 @@ static int checked_count(const nf_h5 *f, const char *g, const char *name, double
     return NF_OK;
 }
 
-/* This epoch's order from the stream state that drew it (a checkpoint's order_rng_state). */
-static int load_order(nf_trainer *t, nf_h5 *f, const char *g, const char *path)
+/* A generator state stored as group/name, checked to be one the trainer's generator can run from;
+ * *state is the caller's to free. */
+static int read_rng_state(const nf_trainer *t, nf_h5 *f, const char *g, const char *name, void **state)
 {
-    void *state;
+    char path[512];
     size_t rs;
-    NF_TRY(nf_h5_read_bytes(f, path, &state, &rs));
-    if (rs != nf_rng_state_size(t->rng) || !nf_rng_state_valid(t->rng, state)) {
-        free(state);
-        return nf_error(NF_EFORMAT, "%s: checkpoint field %s/order_rng_state is not a state of the random generator "
-                                    "(%zu bytes, expected %zu of a valid mt19937 state)", nf_h5_path(f), g, rs,
+    snprintf(path, sizeof path, "%s/%s", g, name);
+    NF_TRY(nf_h5_read_bytes(f, path, state, &rs));
+    if (rs != nf_rng_state_size(t->rng) || !nf_rng_state_valid(t->rng, *state)) {
+        free(*state);
+        *state = NULL;
+        return nf_error(NF_EFORMAT, "%s: checkpoint field %s/%s is not a state of the random generator "
+                                    "(%zu bytes, expected %zu of a valid mt19937 state)", nf_h5_path(f), g, name, rs,
                         nf_rng_state_size(t->rng));
     }
+    return NF_OK;
+}
+
+/* This epoch's order from the stream state that drew it (a checkpoint's order_rng_state). */
+static int load_order(nf_trainer *t, nf_h5 *f, const char *g)
+{
+    void *state;
+    NF_TRY(read_rng_state(t, f, g, "order_rng_state", &state));
     double items;
     int rc = nf_h5_attr_get_double(f, g, "items", &items);
     if (rc == NF_OK && items != (double)t->n)
@@ -796,7 +807,7 @@ static int load_order(nf_trainer *t, nf_h5 *f, const char *g, const char *path)
         free(state);
         return rc;
     }
-    memcpy(t->order_state, state, rs);
+    memcpy(t->order_state, state, nf_rng_state_size(t->rng));
     free(state);
     t->order_stored = 0;
     /* the trainer's own state is read after this from rng_state */
@@ -871,18 +882,10 @@ int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *g)
                         nf_h5_path(f), g, v[8]);
     NF_TRY(checked_count(f, g, "optim_t", v[9], 0, big));
     snprintf(path, sizeof path, "%s/order_rng_state", g);
-    if (nf_h5_exists(f, path)) NF_TRY(load_order(t, f, g, path));
+    if (nf_h5_exists(f, path)) NF_TRY(load_order(t, f, g));
     else NF_TRY(load_stored_order(t, f, g));
     void *state;
-    size_t rs;
-    snprintf(path, sizeof path, "%s/rng_state", g);
-    NF_TRY(nf_h5_read_bytes(f, path, &state, &rs));
-    if (rs != nf_rng_state_size(t->rng) || !nf_rng_state_valid(t->rng, state)) {
-        free(state);
-        return nf_error(NF_EFORMAT, "%s: checkpoint field %s/rng_state is not a state of the random generator "
-                                    "(%zu bytes, expected %zu of a valid mt19937 state)", nf_h5_path(f), g, rs,
-                        nf_rng_state_size(t->rng));
-    }
+    NF_TRY(read_rng_state(t, f, g, "rng_state", &state));
     nf_rng_state_set(t->rng, state);
     free(state);
     snprintf(path, sizeof path, "%s/current", g);
