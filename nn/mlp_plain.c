@@ -166,9 +166,12 @@ static void linear_part(const nf_linear *L, const nf_params *P, nf_real *y, int 
     const int rows = o1 - o0;
     if (rows <= 0) return;
     const nf_real *W = P->value + L->w + (size_t)o0 * L->in, *b = P->value + L->b + o0;
-    for (int r = 0; r < n; r++) memcpy(y + (size_t)r * ldy + o0, b, (size_t)rows * sizeof *y);
-    if (k > 0) nf_gemm(0, 1, n, rows, k, 1, h, ldh, W, L->in, 1, y + o0, ldy);
-    if (nc > 0) nf_gemm(0, 1, n, rows, nc, 1, c, nc, W + (L->in - nc), L->in, 1, y + o0, ldy);
+    /* the bias enters with the first product (nf_gemm_bias), or alone when nothing reaches these rows */
+    if (k > 0) nf_gemm_bias(0, 1, n, rows, k, h, ldh, W, L->in, b, y + o0, ldy);
+    else if (nc > 0) nf_gemm_bias(0, 1, n, rows, nc, c, nc, W + (L->in - nc), L->in, b, y + o0, ldy);
+    else
+        for (int r = 0; r < n; r++) memcpy(y + (size_t)r * ldy + o0, b, (size_t)rows * sizeof *y);
+    if (k > 0 && nc > 0) nf_gemm(0, 1, n, rows, nc, 1, c, nc, W + (L->in - nc), L->in, 1, y + o0, ldy);
 }
 
 void nf_mlp_forward_level(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
@@ -185,7 +188,9 @@ void nf_mlp_forward_level(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_r
         plain_ws w = layer_at(m, ws, n, l, 0);
         if (l == 0) linear_part(&m->lin[0], P, w.a, H, x, D, D, ctx, nc, u0, u1, n);
         else linear_part(&m->lin[l], P, w.a, H, h, H, u1, NULL, 0, u0, u1, n);
-        if (u1 > u0)
+        if (u0 == 0 && u1 == H) /* every unit: one contiguous pass */
+            nf_act_forward_ex(m->cfg.act, m->slope, w.h, w.a, (size_t)n * H);
+        else if (u1 > u0)
             for (int r = 0; r < n; r++)
                 nf_act_forward_ex(m->cfg.act, m->slope, w.h + (size_t)r * H + u0, w.a + (size_t)r * H + u0,
                                   (size_t)(u1 - u0));
