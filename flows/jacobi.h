@@ -18,7 +18,8 @@
  *
  * A batch is many independent systems, one per row: nf_jacobi_solve_rows() iterates them in lockstep
  * and lets each row stop as soon as its own largest change has been within tol for two sweeps in a
- * row, so every sweep runs g only on the rows still moving (and AUTO's sequential finish only on the rows that need it).
+ * row, so every sweep runs g only on the rows still moving (and AUTO's sequential finish only on the
+ * rows that need it).
  *
  * The caller provides g as a sweep callback and the iterate buffer; nothing is allocated here.
  */
@@ -36,7 +37,7 @@ typedef int (*nf_jacobi_sweep_fn)(void *user, nf_real *x_new, const nf_real *x_o
 
 typedef struct nf_jacobi_config {
     nf_invert_method method;   /* AUTO, SEQUENTIAL or JACOBI */
-    double tol;                /* Jacobi stops when max |x^{t+1} - x^t| <= tol (rows: two sweeps in a row) */
+    double tol;                /* Jacobi stops when max |x^{t+1} - x^t| <= tol (a row: two sweeps running) */
     int max_sweeps;            /* Jacobi cap (>= 1) */
     int depth;                 /* largest degree: sequential passes for an exact solution (>= 1) */
 } nf_jacobi_config;
@@ -62,8 +63,9 @@ typedef int (*nf_jacobi_rows_fn)(void *user, nf_real *x_new, const nf_real *x_ol
 /* Solve x_r = g(x)_r for every row r of x (rows, width), each row its own system with the degrees
  * of cfg, from x0 (not modified, aliasing neither x nor tmp); tmp (rows, width) holds the second
  * iterate, iwork (3 rows ints) the row lists and flags.  Each row stops when its own max change has
- * been <= tol in two consecutive sweeps (or after depth sweeps); res->sweeps counts calls of sweep (the passes of the slowest row).  Non-finite
- * iterates and the sweep cap are handled per row as for nf_jacobi_solve. */
+ * been <= tol in two consecutive sweeps (or after depth sweeps); res->sweeps counts calls of sweep
+ * (the passes of the slowest row).  Non-finite iterates and the sweep cap are handled per row as for
+ * nf_jacobi_solve. */
 int nf_jacobi_solve_rows(const nf_jacobi_config *cfg, nf_jacobi_rows_fn sweep, void *user, nf_real *x,
                          const nf_real *x0, nf_real *tmp, int rows, size_t width, int *iwork, nf_jacobi_result *res);
 

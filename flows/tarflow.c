@@ -141,14 +141,14 @@ static void guide(nf_real *out, const nf_real *outu, double w, size_t len)
 /* Whether the sampling direction is guided: a weight, and a context to guide with. */
 static int guided(const nf_bijector *b, const nf_real *ctx) { return b->guidance != 0 && b->ctx_dim > 0 && ctx; }
 
-/* z = (x - mu) exp(-s) over R sequences of tokens; logdet[i / K] -= sum s (sequence i is frame
- * i mod K of row i / K). */
 /* Split the elementwise loops over R sequences of T tokens over the OpenMP threads when large. */
 static int split_rows(int R, const tarflow_state *st)
 {
     return R > 1 && (size_t)R * st->T * st->din > 8192 && !nf_threads_in_parallel();
 }
 
+/* z = (x - mu) exp(-s) over R sequences of tokens; logdet[i / K] -= sum s (sequence i is frame
+ * i mod K of row i / K). */
 static void affine_forward(const tarflow_state *st, nf_real *zt, nf_real *logdet, const nf_real *xt,
                            const nf_real *out, int R)
 {
