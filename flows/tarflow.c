@@ -33,6 +33,9 @@
  * time_pos=F (F >= 2): the image's T tokens are F frames of T/F (a video's global block), and the
  * positional embedding of a token is that of its place in the frame plus that of its frame
  * (nn/transformer.h, pos_frames), so what the block learns about one frame's places holds for all.
+ * seq_frames=F window=K (K >= 0): the T tokens are F frames of T/F, and a token attends only to its
+ * own frame and the K before it (nn/attention.h's window; a video's global block: motion is read from
+ * the last frames, and each frame's attention is not spread over the whole past).
  *
  * Classifier-free guidance (b->guidance = w, conditional blocks, sampling only): the conditioner's
  * outputs become (1 + w) f(x_<t, class) - w f(x_<t, empty context), both passes per step or sweep
@@ -457,8 +460,10 @@ static int tarflow_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
     NF_TRY(nf_opts_int(opts, "reverse", 0, 0, 1, &st->reverse));
     NF_TRY(nf_opts_double(opts, "clamp", 4, 0.1, 50, &clamp));
     NF_TRY(nf_opts_int(opts, "frames", 1, 1, 1 << 16, &st->frames));
-    int time_pos;
+    int time_pos, seq_frames, window;
     NF_TRY(nf_opts_int(opts, "time_pos", 0, 0, 1 << 16, &time_pos));
+    NF_TRY(nf_opts_int(opts, "seq_frames", 0, 0, 1 << 16, &seq_frames));
+    NF_TRY(nf_opts_int(opts, "window", -1, -1, 1 << 16, &window));
     const nf_image_shape *im = &st->img;
     const int K = st->frames, hf = im->h / K; /* each frame hf x w */
     if (im->h % K)
@@ -495,6 +500,12 @@ static int tarflow_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
     if (time_pos > 1 && st->T % time_pos)
         return nf_error(NF_EINVAL, "%s: time_pos=%d must divide the %d tokens (frames of equal token counts)", b->name,
                         time_pos, st->T);
+    if (window >= 0) {
+        if (seq_frames < 1 || st->T % seq_frames)
+            return nf_error(NF_EINVAL, "%s: window=%d needs seq_frames=F, the frames (of equal token counts) that the "
+                            "%d tokens are; got seq_frames=%d", b->name, window, st->T, seq_frames);
+        tc.window_group = st->T / seq_frames, tc.window_back = window;
+    }
     char name[96];
     snprintf(name, sizeof name, "%s.tf", b->name);
     return nf_transformer_create(&st->tf, &tc, b->P, name, rng);
@@ -515,7 +526,7 @@ static void tarflow_destroy(nf_bijector *b)
 const nf_bijector_type nf_bijector_tarflow = {
     .name = "tarflow",
     .options_help = "h=1 w=1 c=D/(h*w) patch=1 width=64 heads=4 layers=2 mlp=4 qk=1 reverse=0|1 clamp=4 frames=1 "
-                    "time_pos=0",
+                    "time_pos=0 seq_frames=0 window=-1",
     .create = tarflow_create,
     .destroy = tarflow_destroy,
     .workspace = tarflow_workspace,

@@ -53,6 +53,7 @@ int nf_attention_init(nf_attention *A, nf_params *P, const char *name, int d, in
     A->heads = heads;
     A->dh = d / heads;
     A->qk_norm = qk_norm;
+    A->win_group = 1, A->win_back = -1;
     snprintf(full, sizeof full, "%s.qkv", name);
     NF_TRY(nf_linear_init(&A->qkv, P, full, d, 3 * d, 0, NULL, rng));
     snprintf(full, sizeof full, "%s.out", name);
@@ -65,6 +66,37 @@ int nf_attention_init(nf_attention *A, nf_params *P, const char *name, int d, in
         for (int i = 0; i < A->dh; i++) P->value[A->q_gain + i] = P->value[A->k_gain + i] = 1;
     }
     return NF_OK;
+}
+
+int nf_attention_set_window(nf_attention *A, int group, int back)
+{
+    if (group < 1) return nf_error(NF_EINVAL, "attention window: groups of %d tokens; expected at least 1", group);
+    A->win_group = group, A->win_back = back < 0 ? -1 : back;
+    return NF_OK;
+}
+
+/* The first key row i sees, lo(i) (nf_attention_set_window; 0 without a window). */
+static int key_lo(const nf_attention *A, int i)
+{
+    if (A->win_back < 0) return 0;
+    const long lo = ((long)(i / A->win_group) - A->win_back) * A->win_group;
+    return lo > 0 ? (int)lo : 0;
+}
+
+/* The last row that sees key c: lo(i) <= c  <=>  i div group <= c div group + back. */
+static int key_last_row(const nf_attention *A, int c, int T)
+{
+    if (A->win_back < 0) return T - 1;
+    const long r = ((long)(c / A->win_group) + A->win_back + 1) * A->win_group - 1;
+    return r < T - 1 ? (int)r : T - 1;
+}
+
+/* Zeros in row i of a tile left of its window: from where the column products start reading it
+ * (its first key's column block, or the row block's first column c0 if that is earlier) to lo. */
+static void zero_left_of_window(nf_real *row, int c0, int lo)
+{
+    const int from = lo / ATTN_BLOCK * ATTN_BLOCK < c0 ? lo / ATTN_BLOCK * ATTN_BLOCK : c0;
+    for (int c = from; c < lo; c++) row[c] = 0;
 }
 
 size_t nf_attention_workspace(const nf_attention *A, int n, int T)
@@ -188,8 +220,9 @@ static int pair_threads(int pairs, double flops)
 }
 
 /* The causal probabilities of one pair into p (T, T): per row block r0..r1, S = q k^T / sqrt(dh) on
- * columns 0..r1 - 1, each row's softmax over columns 0..i (forward: saving (m, 1/z) in stat; again:
- * reading them), zeros right of the diagonal inside the block.  Columns >= r1 are not written. */
+ * columns c0 = lo(r0) .. r1 - 1, each row's softmax over columns lo(i)..i (forward: saving (m, 1/z)
+ * in stat; again: reading them), zeros right of the diagonal inside the block and left of lo(i)
+ * (zero_left_of_window).  Columns >= r1 are not written (nor, without a window, any left of c0 = 0). */
 static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again)
 {
     const nf_attention *A = j->A;
@@ -199,15 +232,17 @@ static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again
     const nf_real *q = j->w.q + row0 * j->w.ldq + (size_t)h * dh, *k = j->w.k + row0 * j->w.ldk + (size_t)h * dh;
     nf_real *stat = j->w.stat + ((size_t)b * A->heads + h) * T * 2;
     for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
-        const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
-        nf_gemm(0, 1, r1 - r0, r1, dh, scale, q + (size_t)r0 * j->w.ldq, j->w.ldq, k, j->w.ldk, 0, p + (size_t)r0 * T,
-                T);
+        const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T, c0 = key_lo(A, r0);
+        nf_gemm(0, 1, r1 - r0, r1 - c0, dh, scale, q + (size_t)r0 * j->w.ldq, j->w.ldq, k + (size_t)c0 * j->w.ldk,
+                j->w.ldk, 0, p + (size_t)r0 * T + c0, T);
         for (int i = r0; i < r1; i++) {
             nf_real *pi = p + (size_t)i * T;
+            const int lo = key_lo(A, i);
             if (again)
-                softmax_row_again(pi, i + 1, stat + 2 * (size_t)i);
+                softmax_row_again(pi + lo, i + 1 - lo, stat + 2 * (size_t)i);
             else
-                softmax_row(pi, i + 1, stat + 2 * (size_t)i);
+                softmax_row(pi + lo, i + 1 - lo, stat + 2 * (size_t)i);
+            zero_left_of_window(pi, c0, lo);
             for (int c = i + 1; c < r1; c++) pi[c] = 0;
         }
     }
@@ -231,8 +266,9 @@ static void forward_pair(const pair_job *j, int b, int h, nf_real *p)
             }
     probabilities(j, b, h, p, 0);
     for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
-        const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
-        nf_gemm(0, 0, r1 - r0, dh, r1, 1, p + (size_t)r0 * T, T, v, j->w.ldv, 0, o + (size_t)r0 * d, d);
+        const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T, c0 = key_lo(A, r0);
+        nf_gemm(0, 0, r1 - r0, dh, r1 - c0, 1, p + (size_t)r0 * T + c0, T, v + (size_t)c0 * j->w.ldv, j->w.ldv, 0,
+                o + (size_t)r0 * d, d);
     }
 }
 
@@ -274,27 +310,31 @@ static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *
     nf_real *dq = j->dq + row0 * j->lddq + col, *dk = j->dk + row0 * j->lddk + col, *dv = j->dv + row0 * 3 * d + col;
     probabilities(j, b, h, p, 1);
     for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
-        const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
-        nf_gemm(0, 1, r1 - r0, r1, dh, 1, dO + (size_t)r0 * d, d, v, ldv, 0, ds + (size_t)r0 * T, T);
+        const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T, c0 = key_lo(A, r0);
+        nf_gemm(0, 1, r1 - r0, r1 - c0, dh, 1, dO + (size_t)r0 * d, d, v + (size_t)c0 * ldv, ldv, 0,
+                ds + (size_t)r0 * T + c0, T);
         for (int i = r0; i < r1; i++) {
             const nf_real *pi = p + (size_t)i * T;
             nf_real *si = ds + (size_t)i * T;
+            const int lo = key_lo(A, i);
             double dot = 0;
 #pragma omp simd reduction(+ : dot)
-            for (int c = 0; c <= i; c++) dot += (double)pi[c] * si[c];
+            for (int c = lo; c <= i; c++) dot += (double)pi[c] * si[c];
             const nf_real dt = (nf_real)dot;
 #pragma omp simd
-            for (int c = 0; c <= i; c++) si[c] = pi[c] * (si[c] - dt) * scale;
+            for (int c = lo; c <= i; c++) si[c] = pi[c] * (si[c] - dt) * scale;
+            zero_left_of_window(si, c0, lo);
             for (int c = i + 1; c < r1; c++) si[c] = 0;
         }
-        nf_gemm(0, 0, r1 - r0, dh, r1, 1, ds + (size_t)r0 * T, T, k, ldk, 0, dq + (size_t)r0 * j->lddq, j->lddq);
+        nf_gemm(0, 0, r1 - r0, dh, r1 - c0, 1, ds + (size_t)r0 * T + c0, T, k + (size_t)c0 * ldk, ldk, 0,
+                dq + (size_t)r0 * j->lddq, j->lddq);
     }
-    /* column block c0..c1 of dS and P is non-zero only on rows c0..T-1 */
+    /* column block c0..c1 of dS and P is non-zero only on rows c0 .. the last that sees column c1 - 1 */
     for (int c0 = 0; c0 < T; c0 += ATTN_BLOCK) {
-        const int c1 = c0 + ATTN_BLOCK < T ? c0 + ATTN_BLOCK : T;
-        nf_gemm(1, 0, c1 - c0, dh, T - c0, 1, p + (size_t)c0 * T + c0, T, dO + (size_t)c0 * d, d, 0,
+        const int c1 = c0 + ATTN_BLOCK < T ? c0 + ATTN_BLOCK : T, rows = key_last_row(A, c1 - 1, T) + 1 - c0;
+        nf_gemm(1, 0, c1 - c0, dh, rows, 1, p + (size_t)c0 * T + c0, T, dO + (size_t)c0 * d, d, 0,
                 dv + (size_t)c0 * 3 * d, 3 * d);
-        nf_gemm(1, 0, c1 - c0, dh, T - c0, 1, ds + (size_t)c0 * T + c0, T, q + (size_t)c0 * ldq, ldq, 0,
+        nf_gemm(1, 0, c1 - c0, dh, rows, 1, ds + (size_t)c0 * T + c0, T, q + (size_t)c0 * ldq, ldq, 0,
                 dk + (size_t)c0 * j->lddk, j->lddk);
     }
     if (A->qk_norm) /* dq, dk above were for the normalised rows: through the RMS norm into dqkv */
@@ -379,8 +419,9 @@ typedef struct step_job {
 } step_job;
 
 /* Sequences b of a part: normalise the m rows' q, k; store k, v at positions t0..t0+m-1; then per
- * head the scores S = q K_{0..t0+m-1}^T / sqrt(dh) (m, t0 + m), row j's softmax over columns
- * 0..t0+j (zeros right of them: causal within the block), o = S V. */
+ * head the scores S = q K_{c0..t0+m-1}^T / sqrt(dh) (m, t0 + m - c0; c0 = lo(t0), 0 without a
+ * window), row j's softmax over columns lo(t0+j)..t0+j (zeros outside: causal within the block),
+ * o = S V. */
 static void step_part(void *arg, int part, int nparts)
 {
     const step_job *j = arg;
@@ -401,13 +442,19 @@ static void step_part(void *arg, int part, int nparts)
             memcpy(kb + (size_t)(t0 + r) * d, row + d, (size_t)d * sizeof *kb);
             memcpy(vb + (size_t)(t0 + r) * d, row + 2 * d, (size_t)d * sizeof *vb);
         }
+        const int c0 = key_lo(A, t0), Lw = L - c0; /* keys c0..L-1: the window's (all without one) */
         for (int h = 0; h < H; h++) {
-            nf_gemm(0, 1, m, L, dh, scale, rows + (size_t)h * dh, 3 * d, kb + (size_t)h * dh, d, 0, s, L);
+            nf_gemm(0, 1, m, Lw, dh, scale, rows + (size_t)h * dh, 3 * d, kb + (size_t)c0 * d + (size_t)h * dh, d, 0,
+                    s, Lw);
             for (int r = 0; r < m; r++) {
-                softmax_row(s + (size_t)r * L, t0 + r + 1, NULL);
-                for (int c = t0 + r + 1; c < L; c++) s[(size_t)r * L + c] = 0;
+                nf_real *sr = s + (size_t)r * Lw;
+                const int lo = key_lo(A, t0 + r) - c0;
+                softmax_row(sr + lo, t0 + r + 1 - c0 - lo, NULL);
+                for (int c = 0; c < lo; c++) sr[c] = 0;
+                for (int c = t0 + r + 1 - c0; c < Lw; c++) sr[c] = 0;
             }
-            nf_gemm(0, 0, m, dh, L, 1, s, L, vb + (size_t)h * dh, d, 0, j->o + (size_t)b * m * d + (size_t)h * dh, d);
+            nf_gemm(0, 0, m, dh, Lw, 1, s, Lw, vb + (size_t)c0 * d + (size_t)h * dh, d, 0,
+                    j->o + (size_t)b * m * d + (size_t)h * dh, d);
         }
     }
 }

@@ -9,7 +9,8 @@
  *         gain per head dimension, shared by all heads:  q <- g_q * q / sqrt(mean(q^2) + 1e-6),
  *         the same for k with g_k (gains start at 1).  RMS rather than layer norm: no mean to remove,
  *         one statistic per row and head, and the gain keeps the logit scale learnable.
- *     S = q k^T / sqrt(dh), masked causally (token t sees tokens 0..t), P = softmax over each row,
+ *     S = q k^T / sqrt(dh), masked causally (token t sees tokens 0..t, or a window of them:
+ *     nf_attention_set_window), P = softmax over each row,
  *     o = P v, heads concatenated back to (n*T, d), y = o Wo^T + bo   (linear d -> d)
  * Parameters ("<name>.qkv.weight", ".qkv.bias", ".out.weight", ".out.bias", with QK norm
  * ".q_gain", ".k_gain" (dh each)) live in the model's nf_params store; the struct keeps offsets.
@@ -50,12 +51,21 @@ typedef struct nf_attention {
     nf_linear qkv;           /* d -> 3d: rows [Wq; Wk; Wv] */
     nf_linear out;           /* d -> d */
     size_t q_gain, k_gain;   /* offsets of (dh) gains, with QK norm */
+    int win_group, win_back; /* window (nf_attention_set_window): groups of win_group tokens, each
+                                token sees its own group and win_back earlier ones; win_back < 0: all */
 } nf_attention;
 
 /* Register the parameters under "<name>." and initialise them (linears as torch.nn.Linear, gains 1).
  * NF_EINVAL naming the layer unless d >= 1, heads >= 1 divides d, qk_norm is an NF_QK_* value. */
 int nf_attention_init(nf_attention *A, nf_params *P, const char *name, int d, int heads, int qk_norm,
                       nf_rng *rng);
+
+/* A block-causal window: the T tokens are groups of `group` (a video's frames), and token i sees
+ * only keys j <= i in its own group or the `back` groups before it,
+ *     lo(i) = max(0, (i div group - back) group) <= j <= i     (back < 0: lo = 0, the full causal mask).
+ * With group = 1 it is a sliding window of back + 1 tokens.  Parameters are unchanged; the products
+ * skip the columns left of each row block's first key.  NF_EINVAL unless group >= 1. */
+int nf_attention_set_window(nf_attention *A, int group, int back);
 
 /* nf_reals of forward cache and of scratch for n sequences of T tokens. */
 size_t nf_attention_workspace(const nf_attention *A, int n, int T);

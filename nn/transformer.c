@@ -41,6 +41,9 @@ static int check_config(const nf_transformer_config *c, const char *name)
                         c->pos_frames, c->T);
     if (c->qk_norm != NF_QK_NONE && c->qk_norm != NF_QK_RMS)
         return nf_error(NF_EINVAL, "transformer '%s': qk_norm=%d; expected 0 (none) or 1 (RMS)", name, c->qk_norm);
+    if (c->window_group < 0 || c->window_back < 0 || (c->window_group > 0 && c->T % c->window_group))
+        return nf_error(NF_EINVAL, "transformer '%s': window of groups of %d tokens, %d back; expected a group size "
+                        "dividing T=%d (0: no window) and back >= 0", name, c->window_group, c->window_back, c->T);
     return NF_OK;
 }
 
@@ -73,6 +76,7 @@ static int build(nf_transformer *tf, nf_params *P, const char *name, nf_rng *rng
     for (int l = 0; l < c->layers; l++) {
         snprintf(full, sizeof full, "%s.b%d", name, l);
         NF_TRY(nf_tblock_init(&tf->blocks[l], P, full, c->d, c->heads, c->mlp_ratio, c->qk_norm, rng));
+        if (c->window_group > 0) NF_TRY(nf_attention_set_window(&tf->blocks[l].attn, c->window_group, c->window_back));
     }
     snprintf(full, sizeof full, "%s.ln_f", name);
     NF_TRY(nf_layernorm_init(&tf->ln_f, P, full, c->d));

@@ -76,6 +76,10 @@ typedef struct nf_transformer_config {
                                 sequence is F frames of T/F tokens, and pos_t = space_(t mod T/F) +
                                 time_(t div T/F) (a video's tokens share their place in the frame
                                 across frames) */
+    int window_group;        /* 0: every token attends to all earlier ones; G >= 1 (dividing T): the
+                                tokens are groups of G (frames), and a token attends only to its own
+                                group and the window_back groups before it (nn/attention.h window) */
+    int window_back;
 } nf_transformer_config;
 
 typedef struct nf_transformer nf_transformer;

@@ -7,7 +7,9 @@
  * entry and input entry, with and without QK norm, in the double build; gradients must accumulate
  * (buffers are pre-filled and the fill subtracted).  Decoding step by step with the key/value cache
  * equals the rows of the full forward, also after rewinding.  Results are bit-identical on one and
- * two threads.  Bad sizes and positions are refused.
+ * two threads.  Bad sizes and positions are refused.  The block-causal window (groups of G tokens, each
+ * seeing its own and K earlier ones) the same way: the definition with its mask, finite differences,
+ * decoding, and a token that moves no output outside the rows that see it.
  */
 #include <check.h>
 #include <float.h>
@@ -39,6 +41,12 @@ typedef struct acase {
     nf_real *x, *y, *ws, *sc;
 } acase;
 
+/* The window the next acase_setup sets (group 0: none). */
+static int win_group = 0, win_back = -1;
+
+/* The first key token t sees under that window. */
+static int win_lo(int t) { return win_group > 0 && win_back >= 0 ? (t / win_group - win_back) * win_group : 0; }
+
 static void acase_setup(acase *c, int n, int T, int d, int H, int qk, uint64_t seed)
 {
     memset(c, 0, sizeof *c);
@@ -47,6 +55,7 @@ static void acase_setup(acase *c, int n, int T, int d, int H, int qk, uint64_t s
     nf_rng *r = nf_rng_alloc(seed, 0);
     ck_assert(c->P && r);
     ck_assert_int_eq(nf_attention_init(&c->A, c->P, "attn", d, H, qk, r), NF_OK);
+    if (win_group > 0) ck_assert_int_eq(nf_attention_set_window(&c->A, win_group, win_back), NF_OK);
     /* unremarkable weights: the initial ones plus noise, gains away from 1 */
     nf_real *noise = malloc(c->P->n * sizeof *noise);
     nf_test_fill_uniform(noise, c->P->n, -0.35, 0.35, seed + 1);
@@ -105,17 +114,18 @@ static void ref_attention(const acase *c, double *y)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++) {
                 double m = -INFINITY, z = 0;
-                for (int u = 0; u <= t; u++) {
+                const int lo = win_lo(t) > 0 ? win_lo(t) : 0;
+                for (int u = lo; u <= t; u++) {
                     double a = 0;
                     for (int i = 0; i < dh; i++)
                         a += qkv[(size_t)t * 3 * d + h * dh + i] * qkv[(size_t)u * 3 * d + d + h * dh + i];
                     s[u] = a / sqrt((double)dh);
                     m = fmax(m, s[u]);
                 }
-                for (int u = 0; u <= t; u++) z += (s[u] = exp(s[u] - m));
+                for (int u = lo; u <= t; u++) z += (s[u] = exp(s[u] - m));
                 for (int i = 0; i < dh; i++) {
                     double a = 0;
-                    for (int u = 0; u <= t; u++) a += s[u] / z * qkv[(size_t)u * 3 * d + 2 * d + h * dh + i];
+                    for (int u = lo; u <= t; u++) a += s[u] / z * qkv[(size_t)u * 3 * d + 2 * d + h * dh + i];
                     o[(size_t)t * d + h * dh + i] = a;
                 }
             }
@@ -296,6 +306,52 @@ START_TEST(test_causal)
 }
 END_TEST
 
+/* The window: the forward against the masked definition (windows that start inside and across row
+ * blocks of 64, a sliding window of single tokens, a window of its own group only), gradients
+ * (double build), decoding, and which outputs a token moves: exactly the rows u >= t with
+ * lo(u) <= t. */
+static void set_window(int group, int back) { win_group = group, win_back = back; }
+
+START_TEST(test_window)
+{
+    const int cases[][4] = {{150, 10, 2, 0}, {130, 13, 0, 1}, {9, 1, 2, 1}, {70, 7, 3, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        set_window(cases[k][1], cases[k][2]);
+        check_reference(2, cases[k][0], 8, 2, cases[k][3] ? NF_QK_RMS : NF_QK_NONE);
+        check_decode(2, cases[k][0], 8, 2, cases[k][3] ? NF_QK_RMS : NF_QK_NONE);
+    }
+#ifdef NF_DOUBLE
+    set_window(7, 2);
+    check_gradients(1, 70, 4, 2, NF_QK_RMS);
+    set_window(2, 0);
+    check_gradients(2, 5, 8, 2, NF_QK_NONE);
+#endif
+    set_window(3, 1);
+    acase c;
+    acase_setup(&c, 1, 12, 8, 2, NF_QK_RMS, 7500);
+    nf_real *y0 = malloc((size_t)c.T * c.d * sizeof *y0);
+    nf_attention_forward(&c.A, c.P, c.ws, c.sc, y0, c.x, 1, c.T);
+    for (int t = 0; t < c.T; t++) {
+        nf_real *v = &c.x[(size_t)t * c.d + 3], v0 = *v;
+        *v += (nf_real)0.731;
+        nf_attention_forward(&c.A, c.P, c.ws, c.sc, c.y, c.x, 1, c.T);
+        *v = v0;
+        for (int u = 0; u < c.T; u++) {
+            double diff = 0;
+            for (int j = 0; j < c.d; j++) diff = fmax(diff, fabs(c.y[(size_t)u * c.d + j] - y0[(size_t)u * c.d + j]));
+            if (u >= t && win_lo(u) <= t)
+                ck_assert_msg(diff > 1e-6, "token %d did not move output %d, which sees it", t, u);
+            else
+                ck_assert_msg(diff == 0, "token %d moved output %d (outside its window) by %g", t, u, diff);
+        }
+    }
+    free(y0);
+    acase_teardown(&c);
+    ck_assert_int_eq(nf_attention_set_window(&c.A, 0, 1), NF_EINVAL);
+    set_window(0, -1);
+}
+END_TEST
+
 /* One thread and two threads (pairs split over the pool) give the same bits (with nf's own kernel). */
 START_TEST(test_threads)
 {
@@ -361,6 +417,7 @@ static Suite *attention_suite(void)
     tcase_add_test(t, test_decode);
     tcase_add_test(t, test_causal);
     tcase_add_test(t, test_threads);
+    tcase_add_test(t, test_window);
     tcase_add_test(t, test_errors);
     suite_add_tcase(s, t);
     return s;

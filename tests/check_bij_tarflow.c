@@ -9,7 +9,8 @@
  * identity, bad options are refused, and a gradient handed to the transformer's hidden state
  * (flows/tarflow.h) is what finite differences of a loss on it give.  With frames=K (K images
  * stacked vertically, each its own token sequence: the frame-local blocks of the video flow) a
- * frame's outputs depend on that frame only, and the solvers agree frame by frame.
+ * frame's outputs depend on that frame only, and the solvers agree frame by frame.  A windowed block
+ * (seq_frames=F window=K) passes the table's checks; a window without its frames is refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +34,9 @@ static const nf_bij_case cases[] = {
      * one with 2 x 2 patches of 4 x 2 frames, reversed */
     {"tarflow", "h=6,w=2,c=2,frames=3,width=8,heads=2,layers=1", 26, 0, 0, 1, 0, 0},
     {"tarflow", "h=8,w=2,c=1,patch=2,frames=2,width=8,heads=2,layers=2,reverse=1", 16, 0, 0, 1, 0, 0},
+    /* one sequence of 4 frames of 2 x 2 tokens (T = 16), each token attending to its frame and the
+     * one before (the video's windowed global block), two layers */
+    {"tarflow", "h=8,w=2,c=1,seq_frames=4,window=1,width=8,heads=2,layers=2", 16, 0, 0, 1, 0, 0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -199,6 +203,9 @@ START_TEST(test_frames_are_independent_sequences)
     nf_test_bij bad;
     ck_assert_int_eq(make(&bad, D, 0, "h=12,w=4,c=1,frames=5", 1, 1, 0), NF_EINVAL);
     ck_assert_int_eq(make(&bad, D, 2, "h=12,w=4,c=1,frames=3", 1, 1, 0), NF_EINVAL);
+    /* refused: a window without the frames it counts, or frames that do not divide the tokens */
+    ck_assert_int_eq(make(&bad, D, 0, "h=12,w=4,c=1,window=1", 1, 1, 0), NF_EINVAL);
+    ck_assert_int_eq(make(&bad, D, 0, "h=12,w=4,c=1,seq_frames=5,window=1", 1, 1, 0), NF_EINVAL);
 }
 END_TEST
 

@@ -486,6 +486,9 @@ START_TEST(test_tf_zero_init_and_errors)
     b = base_cfg, b.pos_frames = 2; /* T = 5 is not 2 frames of equal length */
     ck_assert_int_eq(nf_transformer_create(&bad, &b, c.P, "bad", rng), NF_EINVAL);
     ck_assert_msg(strstr(nf_strerror_last(), "pos_frames=2") != NULL, "message: %s", nf_strerror_last());
+    b = base_cfg, b.window_group = 2, b.window_back = 1; /* T = 5 is not groups of 2 */
+    ck_assert_int_eq(nf_transformer_create(&bad, &b, c.P, "bad", rng), NF_EINVAL);
+    ck_assert_msg(strstr(nf_strerror_last(), "window") != NULL, "message: %s", nf_strerror_last());
     ck_assert_ptr_null(bad);
     nf_rng_free(rng);
     fcase_teardown(&c);
