@@ -62,6 +62,9 @@ static const char *const FIT_HELP =
     "  --heads N            attention heads (dividing the width)                   [4]\n"
     "  --noise S            Gaussian noise on the latents in training (1 = 0..L)   [0.02]\n"
     "  --independent        the baseline: global blocks within each frame too (no time)\n"
+    "  --context K          earlier frames each global attention layer reads (0: all) [1]\n"
+    "  --global-first       the global blocks on the data side (they read the codec's\n"
+    "                       coefficients), the local ones after them\n"
     "denoiser (flow-score matching; a second stage \"denoiser\" after the stage \"flow\"):\n"
     "  --denoiser           also train a small causal transformer to predict the flow's score step\n"
     "                       sigma^2 grad log p on noisy latents (sigma = --noise); used by sample\n"
@@ -208,6 +211,8 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--heads", .kind = FLAG_INT, .dst = &mc.heads, .lo = 1, .hi = 64},
         {.name = "--noise", .kind = FLAG_DOUBLE, .dst = &mc.noise, .lo = 0, .hi = 1},
         {.name = "--independent", .kind = FLAG_BOOL, .dst = &mc.independent},
+        {.name = "--global-first", .kind = FLAG_BOOL, .dst = &mc.global_first},
+        {.name = "--context", .kind = FLAG_INT, .dst = &mc.context, .lo = 0, .hi = 4096},
         {.name = "--denoiser", .kind = FLAG_BOOL, .dst = &mc.denoiser},
         {.name = "--denoiser-layers", .kind = FLAG_INT, .dst = &mc.denoiser_layers, .lo = 1, .hi = 64},
         {.name = "--denoiser-width", .kind = FLAG_INT, .dst = &mc.denoiser_width, .lo = 1, .hi = 4096},

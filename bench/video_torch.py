@@ -117,6 +117,14 @@ class VideoFlow(nn.Module):
         Tg = self.P if a.independent else T * self.P
         self.glob = nn.ModuleList([TarFlowBlock(Tg, self.tc, a.width, a.heads, a.global_layers, False)
                                    for _ in range(a.global_blocks)])
+        self.global_first = bool(getattr(a, "global_first", False))
+        K = int(getattr(a, "context", 0))
+        if K > 0 and not a.independent:  # nn/attention.h's window: own frame and the K before it
+            i = torch.arange(Tg)
+            lo = ((i // self.P - K) * self.P).clamp(min=0)
+            seen = (i[None, :] <= i[:, None]) & (i[None, :] >= lo[:, None])
+            for blk in self.glob:
+                blk.mask.copy_(torch.where(seen, 0.0, float("-inf")))
 
     def encode(self, y):
         """y (n, T*h*w*c) -> z0 (n, T*F)."""
@@ -127,19 +135,18 @@ class VideoFlow(nn.Module):
         """z0 (n, T*F) -> z (n, T*F), log-det (n)."""
         n = z0.shape[0]
         ld = torch.zeros(n, dtype=z0.dtype)
-        z = z0.reshape(n * self.T, self.P, self.tc)  # each frame its own sequence
-        for blk in self.local:
-            z, l = blk(z)
-            ld = ld + l.view(n, self.T).sum(1)
-        if self.independent:
-            for blk in self.glob:
-                z, l = blk(z)
-                ld = ld + l.view(n, self.T).sum(1)
-        else:
-            z = z.reshape(n, self.T * self.P, self.tc)  # all frames' tokens, frame-major
-            for blk in self.glob:
-                z, l = blk(z)
-                ld = ld + l
+        z = z0
+        for part in (("global", "local") if self.global_first else ("local", "global")):
+            if part == "local" or self.independent:
+                z = z.reshape(n * self.T, self.P, self.tc)  # each frame its own sequence
+                for blk in (self.local if part == "local" else self.glob):
+                    z, l = blk(z)
+                    ld = ld + l.view(n, self.T).sum(1)
+            else:
+                z = z.reshape(n, self.T * self.P, self.tc)  # all frames' tokens, frame-major
+                for blk in self.glob:
+                    z, l = blk(z)
+                    ld = ld + l
         return z.reshape(n, -1), ld
 
 
@@ -291,9 +298,11 @@ def cmd_check(a):
     for k in ("block", "keep", "local_blocks", "local_layers", "global_blocks", "global_layers", "width", "heads"):
         setattr(a, k, int(cfg[k]))
     a.independent = bool(cfg.get("independent", 0))
+    a.global_first = bool(cfg.get("global_first", 0))
+    a.context = int(cfg.get("context", 0))
     shape = tuple(int(cfg[k]) for k in ("frames", "h", "w", "c"))
     model = VideoFlow(shape, a)
-    blocks = list(model.local) + list(model.glob)
+    blocks = list(model.glob) + list(model.local) if a.global_first else list(model.local) + list(model.glob)
     # nf's names: "<block prefix>.<transformer name>" (b0.tarflow.tf.b1.attn.qkv.weight); the blocks'
     # prefixes in the order of the flow
     prefixes, loaded = [], 0
@@ -350,6 +359,8 @@ def main():
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--independent", action="store_true")
+    p.add_argument("--context", type=int, default=1, help="earlier frames each global attention layer reads (0: all), as nf video fit")
+    p.add_argument("--global-first", action="store_true")
     p.add_argument("--noise", type=float, default=0.02)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--steps", type=int, default=8)

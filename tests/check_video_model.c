@@ -85,13 +85,13 @@ START_TEST(new_model_bits_per_dim_match_the_closed_form)
 }
 END_TEST
 
-/* The latent z = G(Lc(E y)) of frame s does not depend on frame t > s: move one pixel of frame t
- * and compare.  The weights are moved off their start so the blocks are not the identity. */
-static void check_dependence(int independent)
+/* The latent z = G(Lc(E y)) (or Lc(G(E y)), global_first) of frame s does not depend on frame
+ * t > s: move one pixel of frame t and compare.  The weights are moved off their start so the blocks are not the identity. */
+static void check_dependence(int independent, int global_first)
 {
     nf_video_config c;
     tiny_config(&c);
-    c.independent = independent;
+    c.independent = independent, c.global_first = global_first, c.context = global_first; /* and a window */
     nf_model *m;
     ck_assert_int_eq(nf_model_video_create(&m, &c), NF_OK);
     nf_test_perturb(m->P, 0.2, 5);
@@ -130,8 +130,10 @@ static void check_dependence(int independent)
 
 START_TEST(later_frames_move_no_earlier_latent)
 {
-    check_dependence(0);
-    check_dependence(1);
+    for (int global_first = 0; global_first <= 1; global_first++) {
+        check_dependence(0, global_first);
+        check_dependence(1, global_first);
+    }
 }
 END_TEST
 
@@ -204,6 +206,8 @@ START_TEST(samplers_agree_and_keep_given_frames)
 {
     nf_video_config c;
     tiny_config(&c);
+    /* loop: the global block after the local ones, before them, and with a window of one frame */
+    c.global_first = _i == 1, c.context = _i == 2;
     nf_model *m;
     ck_assert_int_eq(nf_model_video_create(&m, &c), NF_OK);
     nf_test_perturb(m->P, 0.15, 13);
@@ -255,6 +259,7 @@ START_TEST(fits_and_round_trips)
 {
     nf_video_config c;
     tiny_config(&c);
+    c.global_first = 1; /* the file keeps the order (the flow's spec) and the option */
     nf_model *m;
     ck_assert_int_eq(nf_model_video_create(&m, &c), NF_OK);
     const int n = 48, D = c.frames * c.h * c.w;
@@ -281,6 +286,9 @@ START_TEST(fits_and_round_trips)
     nf_model *m2;
     ck_assert_msg(nf_model_open(path, &m2, NULL) == NF_OK, "%s", nf_strerror_last());
     ck_assert(nf_model_video_config(m2) && nf_model_video_config(m2)->global_layers == c.global_layers);
+    ck_assert_int_eq(nf_model_video_config(m2)->global_first, 1);
+    ck_assert_str_eq(m2->flow->spec, m->flow->spec);
+    ck_assert_msg(strncmp(m->flow->spec, "tarflow(h=8,w=2,c=4,seq_frames=4,window=1,", 42) == 0, "spec: %s", m->flow->spec);
     ck_assert_int_eq(nf_model_video_bpd(m2, again, x, 8, NULL), NF_OK);
     for (int i = 0; i < 8; i++) ck_assert_msg(again[i] == after[i], "video %d: %.9g before saving, %.9g after", i, after[i], again[i]);
     unlink(path);
@@ -742,7 +750,7 @@ int main(void)
 #endif
     tcase_add_test(t, denoiser_stage_learns_the_score_and_keeps_the_flow);
     tcase_add_test(t, denoiser_model_round_trips);
-    tcase_add_test(t, samplers_agree_and_keep_given_frames);
+    tcase_add_loop_test(t, samplers_agree_and_keep_given_frames, 0, 3);
     tcase_add_test(t, fits_and_round_trips);
 #ifdef NF_DOUBLE
     tcase_add_test(t, codec_loss_gradient_matches_finite_differences);

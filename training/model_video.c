@@ -25,6 +25,7 @@ void nf_video_config_init(nf_video_config *c)
     c->local_blocks = 2, c->local_layers = 1;
     c->global_blocks = 1, c->global_layers = 4;
     c->width = 64, c->heads = 4;
+    c->context = 1; /* a window of one earlier frame: better held-out bits/dim than all (bench/RESULTS.md) */
     c->noise = 0.02;
     c->denoiser_layers = 2, c->denoiser_width = 32;
     c->ae_width = 16;
@@ -57,6 +58,8 @@ int nf_video_config_check(const nf_video_config *c)
     if (c->width < 1 || c->heads < 1 || c->width % c->heads || c->width > 4096)
         return nf_error(NF_EINVAL, "transformer width %d and %d heads: the width (<= 4096) must be a multiple of the "
                                    "heads", c->width, c->heads);
+    if (c->context < 0 || c->context > 4096)
+        return nf_error(NF_EINVAL, "context of %d frames: expected 0 (all earlier frames) .. 4096", c->context);
     if (!(c->noise >= 0 && c->noise <= 1)) return nf_error(NF_EINVAL, "latent noise %g: expected 0..1", c->noise);
     if (c->denoiser != 0 && c->denoiser != 1)
         return nf_error(NF_EINVAL, "denoiser %d: expected 0 (none) or 1 (learned)", c->denoiser);
@@ -91,16 +94,22 @@ int nf_video_spec(const nf_video_config *c, char *spec, size_t size)
     const int th = c->h / c->block, tw = c->w / c->block, tc = c->keep * c->keep * c->c, T = c->frames;
     size_t at = 0;
     spec[0] = '\0';
-    for (int k = 0; k < c->local_blocks; k++)
-        NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,frames=%d,width=%d,heads=%d,layers=%d,reverse=%d)",
-                   at ? ", " : "", T * th, tw, tc, T, c->width, c->heads, c->local_layers, k % 2));
     /* the baseline's global blocks see one frame at a time (positions embedded one by one in the
      * video's: factorised ones, tarflow time_pos=T, learnt no faster, bench/RESULTS.md) */
-    char frames[32] = "";
+    char frames[64] = "";
     if (c->independent) snprintf(frames, sizeof frames, "frames=%d,", T);
-    for (int k = 0; k < c->global_blocks; k++)
-        NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,%swidth=%d,heads=%d,layers=%d)", at ? ", " : "", T * th,
-                   tw, tc, frames, c->width, c->heads, c->global_layers));
+    else if (c->context > 0) snprintf(frames, sizeof frames, "seq_frames=%d,window=%d,", T, c->context);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == (c->global_first ? 0 : 1))
+            for (int k = 0; k < c->global_blocks; k++)
+                NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,%swidth=%d,heads=%d,layers=%d)", at ? ", " : "",
+                           T * th, tw, tc, frames, c->width, c->heads, c->global_layers));
+        else
+            for (int k = 0; k < c->local_blocks; k++)
+                NF_TRY(put(spec, size, &at,
+                           "%starflow(h=%d,w=%d,c=%d,frames=%d,width=%d,heads=%d,layers=%d,reverse=%d)",
+                           at ? ", " : "", T * th, tw, tc, T, c->width, c->heads, c->local_layers, k % 2));
+    }
     return NF_OK;
 }
 
@@ -406,6 +415,8 @@ static int video_save(const nf_model *m, nf_h5 *f, const char *group)
     NF_TRY(nf_h5_attr_set_double(f, path, "noise", c.noise));
     NF_TRY(nf_h5_attr_set_int64(f, path, "seed", (int64_t)c.seed));
     NF_TRY(nf_h5_attr_set_int64(f, path, "independent", c.independent));
+    if (c.global_first) NF_TRY(nf_h5_attr_set_int64(f, path, "global_first", c.global_first)); /* as below */
+    if (c.context) NF_TRY(nf_h5_attr_set_int64(f, path, "context", c.context));
     if (c.denoiser) { /* only then: a model without one writes the files it always wrote */
         NF_TRY(nf_h5_attr_set_int64(f, path, "denoiser", c.denoiser));
         NF_TRY(nf_h5_attr_set_int64(f, path, "denoiser_layers", c.denoiser_layers));
@@ -509,6 +520,15 @@ static int video_load(nf_model *m, nf_h5 *f, const char *group, int version)
     int64_t ind = 0;
     NF_TRY(nf_h5_attr_get_int64(f, path, "independent", &ind));
     c.independent = ind != 0;
+    if (nf_h5_attr_exists(f, path, "global_first")) { /* absent: local blocks first (files before it) */
+        NF_TRY(nf_h5_attr_get_int64(f, path, "global_first", &ind));
+        c.global_first = ind != 0;
+    }
+    if (nf_h5_attr_exists(f, path, "context")) { /* absent: all earlier frames (files before it) */
+        NF_TRY(nf_h5_attr_get_int64(f, path, "context", &ind));
+        if (ind < 0 || ind > 4096) return nf_error(NF_EFORMAT, "%s:%s: context %lld", nf_h5_path(f), path, (long long)ind);
+        c.context = (int)ind;
+    }
     c.denoiser = c.denoiser_layers = c.denoiser_width = 0; /* absent: none (files before the denoiser) */
     if (nf_h5_attr_exists(f, path, "codec")) { /* absent: the DCT (files before the autoencoder) */
         int64_t v, w;

@@ -12,8 +12,10 @@
  *                   Lc  local_blocks shallow TarFlow blocks within each frame (tarflow frames=T: a
  *                       frame's th tw tokens are their own sequence; token order alternating),
  *                   G   global_blocks deep causal TarFlow blocks over all T th tw tokens in frame-major
- *                       order, never reversed: a token reads every token of the earlier frames and
- *                       the earlier ones of its own frame;
+ *                       order, never reversed: in each attention layer a token reads the earlier
+ *                       ones of its own frame and every token of the `context` frames before it
+ *                       (1; 0: all earlier frames), so the block reaches layers x context frames
+ *                       back; with global_first the order is z = Lc(G(z0)) instead;
  *   scored        log p(z0) = log N(z) + log|det dLc| + log|det dG|, and
  *                   bits/dim = -(log p(z0) - T F log L) / (T F ln 2)
  *                 per kept latent dimension.  The codec is orthonormal, so with keep = block it is a
@@ -63,6 +65,11 @@ typedef struct nf_video_config {
     int width, heads;         /* transformer width (64) and heads (4) */
     int independent;          /* 1: the global blocks are frame-local too (frames=T): the baseline
                                  that models each frame alone, with the same parameters */
+    int context;              /* frames before its own that a global block's token attends to in each
+                                 attention layer (1; 0: all): the block reaches layers x context frames
+                                 back, and files before the option read as 0 */
+    int global_first;         /* 1: the global blocks on the data side, z = Lc(G(z0)) (they read the
+                                 codec's coefficients, where motion is a shift); 0: z = G(Lc(z0)) */
     double noise;             /* std of the latent noise in training (0.02; 0: none) */
     int denoiser;             /* 0 none, 1 a learned causal denoiser (a second training stage) */
     int denoiser_layers;      /* its transformer layers (2) */
