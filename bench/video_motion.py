@@ -3,7 +3,12 @@
 of mass from one frame to the next, pooled over videos and frames, for two video data files (the
 data's and a model's samples), and a two-sample Kolmogorov-Smirnov test of the two distributions.
 
-Usage: /usr/bin/python3 bench/video_motion.py DATA.h5 SAMPLES.h5  -> one JSON line.
+Usage: /usr/bin/python3 bench/video_motion.py DATA.h5 SAMPLES.h5 [--codec B K]  -> one JSON line.
+With --codec, also the data as the model's codec gives it back: each frame through the orthonormal
+B x B block DCT keeping the K x K lowest frequencies (training/video_codec.h) and back, clipped to the
+grey range as nf video sample clips.  A flow on that codec can only draw such frames, so their
+displacements (no longer the raw data's whole-pixel steps) are what its samples can match: the
+samples are tested against them too, and the reconstructed data against the raw.
 The centre of mass weighs each pixel by its grey level above a quarter of the range (the sprite on a
 black background; sampled noise below that is ignored); a frame with no such pixel is skipped."""
 import json
@@ -34,6 +39,24 @@ def displacements(v, levels):
     return d[np.isfinite(d)]
 
 
+def dct_matrix(B):
+    """Orthonormal DCT-II: row u, column x."""
+    C = np.array([[math.cos(math.pi * (2 * x + 1) * u / (2 * B)) for x in range(B)] for u in range(B)])
+    C[0] *= math.sqrt(1.0 / B)
+    C[1:] *= math.sqrt(2.0 / B)
+    return C
+
+
+def through_codec(v, levels, B, K):
+    """Each frame's B x B blocks projected onto their K x K lowest DCT frequencies, clipped to 0..L-1."""
+    n, T, h, w = v.shape
+    Ck = dct_matrix(B)[:K]  # (K, B)
+    P = Ck.T @ Ck  # (B, B) projection onto the kept frequencies along one side
+    blocks = v.reshape(n, T, h // B, B, w // B, B)
+    r = np.einsum("ab,ntibjc,cd->ntiajd", P, blocks, P.T).reshape(n, T, h, w)
+    return np.clip(r, 0, levels - 1)
+
+
 def ks_2samp(a, b):
     """Two-sample KS statistic and its asymptotic p-value (scipy's 'asymp' method)."""
     a, b = np.sort(a), np.sort(b)
@@ -52,9 +75,18 @@ def main():
     samp, _ = load(sys.argv[2])
     a, b = displacements(data, levels), displacements(samp, levels)
     d, p = ks_2samp(a, b)
-    print(json.dumps({"data_steps": len(a), "sample_steps": len(b), "data_mean": float(a.mean()),
-                      "sample_mean": float(b.mean()), "data_median": float(np.median(a)),
-                      "sample_median": float(np.median(b)), "ks_d": d, "ks_p": p}))
+    out = {"data_steps": len(a), "sample_steps": len(b), "data_mean": float(a.mean()),
+           "sample_mean": float(b.mean()), "data_median": float(np.median(a)),
+           "sample_median": float(np.median(b)), "ks_d": d, "ks_p": p}
+    if len(sys.argv) == 6 and sys.argv[3] == "--codec":
+        B, K = int(sys.argv[4]), int(sys.argv[5])
+        c = displacements(through_codec(data, levels, B, K), levels)
+        dc, pc = ks_2samp(c, b)
+        dr, pr = ks_2samp(a, c)
+        out.update({"codec": f"block {B}, keep {K}", "codec_data_mean": float(c.mean()),
+                    "codec_data_median": float(np.median(c)), "ks_d_vs_codec_data": dc, "ks_p_vs_codec_data": pc,
+                    "ks_d_codec_data_vs_data": dr, "ks_p_codec_data_vs_data": pr})
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

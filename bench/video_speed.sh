@@ -3,7 +3,9 @@
 # (bench/video_torch.py), side by side (issue 14's target: nf at least 2x): the same videos
 # (nf data make video-sprites -n 512: 16 frames of 32x32, 17 levels), the same batch (16), the same
 # model (nf video fit's defaults: DCT blocks 8, keep 4; 2 frame-local TarFlow blocks of 1 layer, 1
-# global causal block of 4 layers; width 64, 4 heads; latent noise 0.02), the same thread count.
+# global causal block of 4 layers, each attention layer reading its own frame and the one before
+# (--context 1; torch masks its dense attention the same way); width 64, 4 heads; latent noise 0.02),
+# the same thread count.
 # The parameter counts are checked equal (nf info of a 1-step nf model vs the torch model).
 #
 #   bash bench/video_speed.sh
