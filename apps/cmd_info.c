@@ -155,6 +155,13 @@ static void print_video(const nf_model *m)
            "%d heads; latent noise %g\n", c->local_blocks, c->local_layers, c->global_blocks,
            c->independent ? "frame-local (independent frames)" : "causal global", c->global_layers, c->width, c->heads,
            c->noise);
+    if (!c->independent) {
+        char reach[96] = "every earlier frame";
+        if (c->context > 0)
+            snprintf(reach, sizeof reach, "its own frame and the %d before it", c->context);
+        printf("time            each global attention layer reads %s; %s blocks first, on the codec's side\n", reach,
+               c->global_first ? "global" : "local");
+    }
     if (c->denoiser)
         printf("denoiser        learned (flow-score matching): causal transformer of %d layers, width %d, %zu "
                "parameters; stages: flow, denoiser\n", c->denoiser_layers, c->denoiser_width,

@@ -12,6 +12,7 @@
  * stage moves no flow entry and the flow's none of it, the latent scale set in between; a model file
  * round-trips, a DCT model's has no codec attributes. */
 #include <check.h>
+#include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,6 +288,18 @@ START_TEST(fits_and_round_trips)
     ck_assert_msg(nf_model_open(path, &m2, NULL) == NF_OK, "%s", nf_strerror_last());
     ck_assert(nf_model_video_config(m2) && nf_model_video_config(m2)->global_layers == c.global_layers);
     ck_assert_int_eq(nf_model_video_config(m2)->global_first, 1);
+    ck_assert_int_eq(nf_model_video_config(m2)->context, 1);
+    nf_model_free(m2);
+    /* a file from before the two options, without their attributes, reads as every earlier frame
+     * and local blocks first (whatever the defaults of new models are) */
+    hid_t fid = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(fid >= 0);
+    ck_assert(H5Adelete_by_name(fid, "/model/video", "context", H5P_DEFAULT) >= 0);
+    ck_assert(H5Adelete_by_name(fid, "/model/video", "global_first", H5P_DEFAULT) >= 0);
+    H5Fclose(fid);
+    ck_assert_msg(nf_model_open(path, &m2, NULL) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_int_eq(nf_model_video_config(m2)->context, 0);
+    ck_assert_int_eq(nf_model_video_config(m2)->global_first, 0);
     ck_assert_str_eq(m2->flow->spec, m->flow->spec);
     ck_assert_msg(strncmp(m->flow->spec, "tarflow(h=8,w=2,c=4,seq_frames=4,window=1,", 42) == 0, "spec: %s", m->flow->spec);
     ck_assert_int_eq(nf_model_video_bpd(m2, again, x, 8, NULL), NF_OK);

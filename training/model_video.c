@@ -520,11 +520,12 @@ static int video_load(nf_model *m, nf_h5 *f, const char *group, int version)
     int64_t ind = 0;
     NF_TRY(nf_h5_attr_get_int64(f, path, "independent", &ind));
     c.independent = ind != 0;
-    if (nf_h5_attr_exists(f, path, "global_first")) { /* absent: local blocks first (files before it) */
+    c.global_first = c.context = 0; /* absent: local blocks first, every earlier frame (files before them) */
+    if (nf_h5_attr_exists(f, path, "global_first")) {
         NF_TRY(nf_h5_attr_get_int64(f, path, "global_first", &ind));
         c.global_first = ind != 0;
     }
-    if (nf_h5_attr_exists(f, path, "context")) { /* absent: all earlier frames (files before it) */
+    if (nf_h5_attr_exists(f, path, "context")) {
         NF_TRY(nf_h5_attr_get_int64(f, path, "context", &ind));
         if (ind < 0 || ind > 4096) return nf_error(NF_EFORMAT, "%s:%s: context %lld", nf_h5_path(f), path, (long long)ind);
         c.context = (int)ind;
