@@ -32,6 +32,7 @@
 
 #define ATTN_BLOCK 64
 #define QK_EPS 1e-6
+#define GAIN_CHUNK 64 /* head dimensions whose gain sums gain_grads keeps at once */
 
 #ifdef NF_DOUBLE
 #define EXP exp
@@ -363,14 +364,22 @@ static void gain_grads(const nf_attention *A, nf_params *P, const nf_real *dqk, 
 #pragma omp parallel for schedule(static) num_threads(2) if (nf_nn_par((size_t)N * d))
     for (int part = 0; part < 2; part++) {
         nf_real *dg = P->grad + (part ? A->k_gain : A->q_gain);
-        for (int r = 0; r < N; r++)
-            for (int h = 0; h < H; h++) {
-                const size_t c = (size_t)part * d + (size_t)h * dh;
-                const nf_real *u = w->qkv + (size_t)r * 3 * d + c, *dy = dqk + (size_t)r * 2 * d + c;
-                const nf_real rs = w->rstd[(size_t)r * 2 * H + part * H + h];
+        /* the sums in a local array (the same additions in the same order as into dg, which the
+         * compiler must otherwise reload and store at every row: it may alias the inputs) */
+        nf_real acc[GAIN_CHUNK];
+        for (int i0 = 0; i0 < dh; i0 += GAIN_CHUNK) {
+            const int m = dh - i0 < GAIN_CHUNK ? dh - i0 : GAIN_CHUNK;
+            for (int i = 0; i < m; i++) acc[i] = dg[i0 + i];
+            for (int r = 0; r < N; r++)
+                for (int h = 0; h < H; h++) {
+                    const size_t c = (size_t)part * d + (size_t)h * dh + i0;
+                    const nf_real *u = w->qkv + (size_t)r * 3 * d + c, *dy = dqk + (size_t)r * 2 * d + c;
+                    const nf_real rs = w->rstd[(size_t)r * 2 * H + part * H + h];
 #pragma omp simd
-                for (int i = 0; i < dh; i++) dg[i] += dy[i] * u[i] * rs;
-            }
+                    for (int i = 0; i < m; i++) acc[i] += dy[i] * u[i] * rs;
+                }
+            for (int i = 0; i < m; i++) dg[i0 + i] = acc[i];
+        }
     }
 }
 

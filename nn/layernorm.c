@@ -35,8 +35,10 @@ NF_SIMD_CLONES static void nf_layernorm_forward_simd(const nf_layernorm *L, cons
         const nf_real *xr = x + (size_t)r * C;
         nf_real *yr = y + (size_t)r * C;
         double s = 0, ss = 0;
+#pragma omp simd reduction(+ : s)
         for (int i = 0; i < C; i++) s += xr[i];
         const double mean = s / C;
+#pragma omp simd reduction(+ : ss)
         for (int i = 0; i < C; i++) ss += (xr[i] - mean) * (xr[i] - mean);
         const double rstd = 1.0 / sqrt(ss / C + LN_EPS);
         const nf_real mu = (nf_real)mean, rs = (nf_real)rstd;
@@ -63,8 +65,9 @@ void nf_layernorm_backward(const nf_layernorm *L, nf_params *P, nf_real *dx, con
     nf_layernorm_grad_params(L, P, dy, x, cache, n, 0, L->width);
 }
 
-void nf_layernorm_grad_input(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *dy,
-                             const nf_real *x, const nf_real *cache, int n)
+NF_SIMD_CLONES static void nf_layernorm_grad_input_simd(const nf_layernorm *L, const nf_params *P, nf_real *dx,
+                                                        const nf_real *dy, const nf_real *x, const nf_real *cache,
+                                                        int n)
 {
     const int C = L->width;
     const nf_real *gamma = P->value + L->gamma;
@@ -74,6 +77,7 @@ void nf_layernorm_grad_input(const nf_layernorm *L, const nf_params *P, nf_real 
         nf_real *dxr = dx + (size_t)r * C;
         const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
         double sg = 0, sgx = 0;
+#pragma omp simd reduction(+ : sg, sgx)
         for (int i = 0; i < C; i++) {
             nf_real g = dyr[i] * gamma[i];
             sg += g;
@@ -86,6 +90,12 @@ void nf_layernorm_grad_input(const nf_layernorm *L, const nf_params *P, nf_real 
             dxr[i] += rs * (dyr[i] * gamma[i] - mg - xhat * mgx);
         }
     }
+}
+
+void nf_layernorm_grad_input(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *dy,
+                             const nf_real *x, const nf_real *cache, int n)
+{
+    nf_layernorm_grad_input_simd(L, P, dx, dy, x, cache, n);
 }
 
 /* Parameter gradients sum over rows, columns c0..c1 only: callers split the columns, so no two
