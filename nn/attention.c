@@ -173,11 +173,12 @@ NF_SIMD_CLONES static void softmax_row(nf_real *s, int len, nf_real *stat)
     nf_real m = s[0];
 #pragma omp simd reduction(max : m)
     for (int j = 1; j < len; j++) m = s[j] > m ? s[j] : m;
-#pragma omp simd
-    for (int j = 0; j < len; j++) s[j] = EXP(s[j] - m);
     nf_real sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < len; j++) sum += s[j];
+    for (int j = 0; j < len; j++) {
+        s[j] = EXP(s[j] - m);
+        sum += s[j];
+    }
     const nf_real inv = 1 / sum;
 #pragma omp simd
     for (int j = 0; j < len; j++) s[j] *= inv;
@@ -189,9 +190,7 @@ NF_SIMD_CLONES static void softmax_row_again(nf_real *s, int len, const nf_real 
 {
     const nf_real m = stat[0], inv = stat[1];
 #pragma omp simd
-    for (int j = 0; j < len; j++) s[j] = EXP(s[j] - m);
-#pragma omp simd
-    for (int j = 0; j < len; j++) s[j] *= inv;
+    for (int j = 0; j < len; j++) s[j] = EXP(s[j] - m) * inv;
 }
 
 /* The per-part tiles at the end of the scratch. */
