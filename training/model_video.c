@@ -415,7 +415,8 @@ static int video_save(const nf_model *m, nf_h5 *f, const char *group)
     NF_TRY(nf_h5_attr_set_double(f, path, "noise", c.noise));
     NF_TRY(nf_h5_attr_set_int64(f, path, "seed", (int64_t)c.seed));
     NF_TRY(nf_h5_attr_set_int64(f, path, "independent", c.independent));
-    if (c.global_first) NF_TRY(nf_h5_attr_set_int64(f, path, "global_first", c.global_first)); /* as below */
+    /* the order and the window only when set (an unset one reads back as the files before them meant) */
+    if (c.global_first) NF_TRY(nf_h5_attr_set_int64(f, path, "global_first", c.global_first));
     if (c.context) NF_TRY(nf_h5_attr_set_int64(f, path, "context", c.context));
     if (c.denoiser) { /* only then: a model without one writes the files it always wrote */
         NF_TRY(nf_h5_attr_set_int64(f, path, "denoiser", c.denoiser));
