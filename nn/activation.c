@@ -253,33 +253,6 @@ NF_SIMD_CLONES static void nf_act_backward_ex_simd(nf_activation a, double slope
     }
 }
 
-NF_SIMD_CLONES static void gelu_forward_keep_simd(nf_real *y, nf_real *phi, const nf_real *x, size_t n)
-{
-#pragma omp parallel for simd schedule(static) if (nf_nn_par(n))
-    for (size_t i = 0; i < n; i++) {
-        const nf_real v = x[i], p = PHI(v);
-        phi[i] = p;
-        y[i] = v * p;
-    }
-}
-
-NF_SIMD_CLONES static void gelu_backward_kept_simd(nf_real *dx, const nf_real *dy, const nf_real *x, const nf_real *phi,
-                                                   size_t n)
-{
-#pragma omp parallel for simd schedule(static) if (nf_nn_par(n))
-    for (size_t i = 0; i < n; i++) {
-        const nf_real v = x[i];
-        dx[i] = dy[i] * (phi[i] + v * INV_SQRT2PI * EXP((nf_real)-0.5 * v * v));
-    }
-}
-
-void nf_gelu_forward_keep(nf_real *y, nf_real *phi, const nf_real *x, size_t n) { gelu_forward_keep_simd(y, phi, x, n); }
-
-void nf_gelu_backward_kept(nf_real *dx, const nf_real *dy, const nf_real *x, const nf_real *phi, size_t n)
-{
-    gelu_backward_kept_simd(dx, dy, x, phi, n);
-}
-
 /* The exported name calls the clones (a multiversioned function must be static for clang). */
 void nf_act_backward_ex(nf_activation a, double slope, nf_real *dx, const nf_real *dy, const nf_real *x,
                         const nf_real *y, size_t n, int accumulate)

@@ -46,11 +46,6 @@ void nf_act_backward(nf_activation a, nf_real *dx, const nf_real *dy, const nf_r
 void nf_act_forward_ex(nf_activation a, double slope, nf_real *y, const nf_real *x, size_t n);
 void nf_act_backward_ex(nf_activation a, double slope, nf_real *dx, const nf_real *dy, const nf_real *x,
                         const nf_real *y, size_t n, int accumulate);
-/* GELU keeping its Gaussian cdf for backward: phi[i] = Phi(x[i]) and y[i] = x[i] phi[i] (the values of
- * nf_act_forward's GELU, bit for bit); backward from the kept phi, dx[i] = dy[i] (phi[i] + x[i] N(x[i]))
- * (written; dx may alias dy), the values of nf_act_backward_ex's GELU without computing Phi again. */
-void nf_gelu_forward_keep(nf_real *y, nf_real *phi, const nf_real *x, size_t n);
-void nf_gelu_backward_kept(nf_real *dx, const nf_real *dy, const nf_real *x, const nf_real *phi, size_t n);
 
 /* Linear layer y = x W^T + b, W (out, in) row-major, b (out).  Optional weight normalisation
  * (W_j = g_j V_j / |V_j|, V stored where W would be) and an optional 0/1 mask (out, in) owned by

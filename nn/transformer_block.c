@@ -2,11 +2,10 @@
  *     h = x + Attn(LN1(x)),   y = h + fc2(GELU(fc1(LN2(h)))).
  *
  * Forward cache (N = n*T rows):  a (N, d) = LN1(x) | c1 (N, 2) | attention cache | h (N, d) |
- *                                c2 (N, 2) | b (N, d) = LN2(h) | m (N, r d) = fc1(b) | Phi(m) (N, r d)
- * Scratch:                       dh (N, d) | db, later da (N, d) | dm (N, r d) and g = GELU(m) (N, r d),
- *                                later the attention's scratch (the MLP's gradients are spent before
- *                                attention backward starts); forward lends all of it to the
- *                                attention, then holds g in it
+ *                                c2 (N, 2) | b (N, d) = LN2(h) | m (N, r d) = fc1(b) | g (N, r d) = GELU(m)
+ * Scratch:                       dh (N, d) | db, later da (N, d) | dm (N, r d), later the attention's
+ *                                scratch (the MLP's gradient is spent before attention backward starts);
+ *                                forward lends all of it to the attention
  */
 #include <stdio.h>
 #include <string.h>
@@ -42,13 +41,12 @@ size_t nf_tblock_workspace(const nf_tblock *B, int n, int T)
 
 size_t nf_tblock_scratch(const nf_tblock *B, int n, int T)
 {
-    /* backward: dh, db (N d each), then dm and the recomputed g (N hidden each) or the attention's */
-    const size_t N = (size_t)n * T, mlp = 2 * N * B->hidden, att = nf_attention_scratch(&B->attn, n, T);
+    const size_t N = (size_t)n * T, mlp = N * B->hidden, att = nf_attention_scratch(&B->attn, n, T);
     return N * 2 * B->d + (mlp > att ? mlp : att);
 }
 
 typedef struct bviews {
-    nf_real *a, *c1, *att, *h, *c2, *b, *m, *phi;
+    nf_real *a, *c1, *att, *h, *c2, *b, *m, *g;
 } bviews;
 
 static bviews block_views(const nf_tblock *B, const nf_real *ws, int n, int T)
@@ -63,13 +61,11 @@ static bviews block_views(const nf_tblock *B, const nf_real *ws, int n, int T)
     v.c2 = p, p += N * 2;
     v.b = p, p += N * d;
     v.m = p, p += N * B->hidden;
-    v.phi = p;
+    v.g = p;
     return v;
 }
 
-/* a = LN1(x), h = x + Attn(a), b = LN2(h), m = b W1^T + b1, g = GELU(m) = m Phi(m), y = h + g W2^T + b2.
- * The cache keeps Phi(m), not g: backward multiplies g out again (the same product, the same bits)
- * and takes GELU' = Phi(m) + m N(m) without computing the cdf twice. */
+/* a = LN1(x), h = x + Attn(a), b = LN2(h), m = b W1^T + b1, g = GELU(m), y = h + g W2^T + b2. */
 void nf_tblock_forward(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_real *scratch, nf_real *y,
                        const nf_real *x, int n, int T)
 {
@@ -82,9 +78,8 @@ void nf_tblock_forward(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_r
     for (size_t i = 0; i < Nd; i++) v.h[i] += x[i];
     nf_layernorm_forward(&B->ln2, P, v.b, v.c2, v.h, N);
     nf_linear_forward(&B->fc1, P, NULL, v.m, v.b, N);
-    nf_real *g = scratch; /* the attention's scratch is free again */
-    nf_gelu_forward_keep(g, v.phi, v.m, (size_t)N * B->hidden);
-    nf_linear_forward_res(&B->fc2, P, NULL, y, v.h, g, N);
+    nf_act_forward(NF_ACT_GELU, v.g, v.m, (size_t)N * B->hidden);
+    nf_linear_forward_res(&B->fc2, P, NULL, y, v.h, v.g, N);
 }
 
 /* Reverse of forward, dy = dL/dy:
@@ -97,11 +92,10 @@ void nf_tblock_backward(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_
     const int N = n * T;
     const size_t Nd = (size_t)N * B->d, Nh = (size_t)N * B->hidden;
     bviews v = block_views(B, ws, n, T);
-    nf_real *dh = scratch, *db = dh + Nd, *dm = db + Nd, *g = dm + Nh, *att_sc = dm;
+    nf_real *dh = scratch, *db = dh + Nd, *dm = db + Nd, *att_sc = dm;
     memcpy(dh, dy, Nd * sizeof *dh);
-    for (size_t i = 0; i < Nh; i++) g[i] = v.m[i] * v.phi[i];
-    nf_linear_backward_cat(&B->fc2, P, NULL, dm, NULL, dy, g, NULL, 0, 0, N);
-    nf_gelu_backward_kept(dm, dm, v.m, v.phi, Nh);
+    nf_linear_backward_cat(&B->fc2, P, NULL, dm, NULL, dy, v.g, NULL, 0, 0, N);
+    nf_act_backward_ex(NF_ACT_GELU, 0, dm, dm, v.m, v.g, Nh, 0);
     nf_linear_backward_cat(&B->fc1, P, NULL, db, NULL, dm, v.b, NULL, 0, 0, N);
     nf_layernorm_backward(&B->ln2, P, dh, db, v.h, v.c2, N);
     nf_real *da = db;
