@@ -44,7 +44,7 @@ done
 "$NF" video sample video.h5 -n 9 --seed 8 --scale 3 -o samples.gif >/dev/null 2>&1
 "$NF" video sample video.h5 -n 4 --given 4 --from sprites.test.h5 --seed 9 --scale 3 -o continued.gif >/dev/null 2>&1
 "$NF" video sample video.h5 -n 4 --given 4 --from sprites.test.h5 --seed 9 -o continued.png >/dev/null 2>&1
-"$PY" "$ROOT/bench/video_motion.py" sprites.test.h5 samples.h5 >motion.json
+"$PY" "$ROOT/bench/video_motion.py" sprites.test.h5 samples.h5 --codec 8 4 >motion.json   # nf video fit's codec
 echo "== results ($OUT)"
 for f in eval_video.json eval_independent.json eval_paired.json jacobi_1e-3.json jacobi_1e-4.json whole_1e-3.json whole_1e-4.json motion.json; do
     echo "$f: $(cat "$f")"
