@@ -96,7 +96,7 @@ static int key_last_row(const nf_attention *A, int c, int T)
  * (its first key's column block, or the row block's first column c0 if that is earlier) to lo. */
 static void zero_left_of_window(nf_real *row, int c0, int lo)
 {
-    const int from = lo / ATTN_BLOCK * ATTN_BLOCK < c0 ? lo / ATTN_BLOCK * ATTN_BLOCK : c0;
+    const int block = lo / ATTN_BLOCK * ATTN_BLOCK, from = block < c0 ? block : c0;
     for (int c = from; c < lo; c++) row[c] = 0;
 }
 

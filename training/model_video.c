@@ -88,29 +88,43 @@ static int put(char *spec, size_t size, size_t *at, const char *fmt, ...)
     return NF_OK;
 }
 
-int nf_video_spec(const nf_video_config *c, char *spec, size_t size)
+/* The frame-local blocks (tarflow frames=T, token order alternating), appended to spec. */
+static int put_local(const nf_video_config *c, char *spec, size_t size, size_t *at)
 {
-    NF_TRY(nf_video_config_check(c));
     const int th = c->h / c->block, tw = c->w / c->block, tc = c->keep * c->keep * c->c, T = c->frames;
-    size_t at = 0;
-    spec[0] = '\0';
-    /* the baseline's global blocks see one frame at a time (positions embedded one by one in the
-     * video's: factorised ones, tarflow time_pos=T, learnt no faster, bench/RESULTS.md) */
+    for (int k = 0; k < c->local_blocks; k++)
+        NF_TRY(put(spec, size, at, "%starflow(h=%d,w=%d,c=%d,frames=%d,width=%d,heads=%d,layers=%d,reverse=%d)",
+                   *at ? ", " : "", T * th, tw, tc, T, c->width, c->heads, c->local_layers, k % 2));
+    return NF_OK;
+}
+
+/* The global blocks over all frames' tokens (with context, each layer's attention windowed to the
+ * token's frame and the context before it), appended to spec.  The baseline's see one frame at a
+ * time (positions embedded one by one in the video's: factorised ones, tarflow time_pos=T, learnt
+ * no faster, bench/RESULTS.md). */
+static int put_global(const nf_video_config *c, char *spec, size_t size, size_t *at)
+{
+    const int th = c->h / c->block, tw = c->w / c->block, tc = c->keep * c->keep * c->c, T = c->frames;
     char frames[64] = "";
     if (c->independent) snprintf(frames, sizeof frames, "frames=%d,", T);
     else if (c->context > 0) snprintf(frames, sizeof frames, "seq_frames=%d,window=%d,", T, c->context);
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == (c->global_first ? 0 : 1))
-            for (int k = 0; k < c->global_blocks; k++)
-                NF_TRY(put(spec, size, &at, "%starflow(h=%d,w=%d,c=%d,%swidth=%d,heads=%d,layers=%d)", at ? ", " : "",
-                           T * th, tw, tc, frames, c->width, c->heads, c->global_layers));
-        else
-            for (int k = 0; k < c->local_blocks; k++)
-                NF_TRY(put(spec, size, &at,
-                           "%starflow(h=%d,w=%d,c=%d,frames=%d,width=%d,heads=%d,layers=%d,reverse=%d)",
-                           at ? ", " : "", T * th, tw, tc, T, c->width, c->heads, c->local_layers, k % 2));
-    }
+    for (int k = 0; k < c->global_blocks; k++)
+        NF_TRY(put(spec, size, at, "%starflow(h=%d,w=%d,c=%d,%swidth=%d,heads=%d,layers=%d)", *at ? ", " : "", T * th,
+                   tw, tc, frames, c->width, c->heads, c->global_layers));
     return NF_OK;
+}
+
+int nf_video_spec(const nf_video_config *c, char *spec, size_t size)
+{
+    NF_TRY(nf_video_config_check(c));
+    size_t at = 0;
+    spec[0] = '\0';
+    if (c->global_first) {
+        NF_TRY(put_global(c, spec, size, &at));
+        return put_local(c, spec, size, &at);
+    }
+    NF_TRY(put_local(c, spec, size, &at));
+    return put_global(c, spec, size, &at);
 }
 
 /* ---- state -------------------------------------------------------------------------------------- */
