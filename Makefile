@@ -137,7 +137,7 @@ check: deps
 # The benchmark programs (bench/run.sh takes them from here), linked whole-archive (bench_train wraps
 # nf_gemm and nf_gemm_bias to count the step's products), so that an interface change cannot leave `make bench` broken
 # unseen (it once did: a call missing nf_flow_nll_step's row indices).
-BENCH_PROGS := bench_train bench_sample bench_data bench_dump
+BENCH_PROGS := bench_train bench_sample bench_data bench_dump bench_dependent
 bench-build: $(B)/libnf.a
 	@mkdir -p $(B)/bench
 	@for p in $(BENCH_PROGS); do \
@@ -151,7 +151,7 @@ bench-build: $(B)/libnf.a
 # GCC's libgomp, uninstrumented, would have every OpenMP region reported as a race.  Skipped, with
 # a line saying so, where clang or Archer is missing.
 TSAN_CC     ?= clang
-TSAN_SUITES := check_threads check_blas check_nn check_nn_blocks check_gru check_trainer check_flow check_attention
+TSAN_SUITES := check_threads check_blas check_nn check_nn_blocks check_gru check_trainer check_flow check_attention check_dependent
 check-tsan:
 	@archer=$$($(TSAN_CC) -print-resource-dir 2>/dev/null)/../../libarcher.so; \
 	if [ -f "$$archer" ]; then \

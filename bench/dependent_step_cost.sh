@@ -8,7 +8,7 @@
 #
 #   bash bench/dependent_step_cost.sh   (NF: build/float/nf; N_EQUI 10000, N_KIN 5000; S1 500, S2 2500;
 #                                        FLOW: "--flow realnvp --layers 6 --hidden 64 --batch 256
-#                                        --lr 2e-3 --threads 1")
+#                                        --lr 2e-3 --threads 1"; SETS: "eq kin", which data sets)
 set -u
 cd "$(dirname "$0")/.."
 NF=${NF:-build/float/nf}
@@ -17,6 +17,7 @@ N_EQUI=${N_EQUI:-10000}
 N_KIN=${N_KIN:-5000}
 S1=${S1:-500}
 S2=${S2:-2500}
+SETS=${SETS:-eq kin}
 FLOW=${FLOW:---flow realnvp --layers 6 --hidden 64 --batch 256 --lr 2e-3 --threads 1}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -46,7 +47,7 @@ per_step() {
 }
 echo "| data | fit | ms per step | against i.i.d. |"
 echo "|---|---|---|---|"
-for data in eq kin; do
+for data in $SETS; do
     iid=$(per_step "$TMP/$data.h5")
     echo "| $data | i.i.d. | $($PY -c "print('%.3f' % (1e3 * $iid))") | 1 |"
     if [ $data = eq ]; then

@@ -5,12 +5,16 @@
 #include "distributions/dependent.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/blas.h"
 #include "core/threads.h"
+#include <unistd.h>
 
 #define NF_HALF_LOG_2PI 0.91893853320467274178
 
@@ -21,9 +25,12 @@ extern void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a,
 
 static double sigmoid(double u) { return u >= 0 ? 1 / (1 + exp(-u)) : exp(u) / (1 + exp(u)); }
 
+static void ahead_stop(nf_dep *d);
+
 void nf_dep_free(nf_dep *d)
 {
     if (!d) return;
+    ahead_stop(d);
     free(d->block);
     free(d->block_size);
     free(d->eval);
@@ -252,8 +259,11 @@ double nf_dep_log_det(const nf_dep *d, const double *theta, double *dlogdet)
     return L;
 }
 
+static void ahead_finish(nf_dep *d);
+
 static int reserve(nf_dep *d, int b)
 {
+    ahead_finish(d); /* d->A may move */
     size_t w = d->kind == NF_DEP_KINSHIP ? 2 * (size_t)b * d->n : 0;
     if (b <= d->cap_b && w <= d->cap_w) return NF_OK;
     size_t bb = (size_t)b * b;
@@ -272,18 +282,18 @@ static int reserve(nf_dep *d, int b)
     return NF_OK;
 }
 
-/* Indices in range and distinct: each point marked in d->seen on the way, the marks cleared after. */
+static int first_bad_index(nf_dep *d, const size_t *idx, int b, int *twice);
+
+/* Indices in range and distinct, or one clear error. */
 static int check_idx(nf_dep *d, const size_t *idx, int b)
 {
     if (!idx) return nf_error(NF_EINVAL, "a dependent likelihood needs the points' indices");
-    int i = 0, twice = 0;
-    for (; i < b && idx[i] < d->n && !(twice = d->seen[idx[i]]); i++) d->seen[idx[i]] = 1;
-    for (int j = 0; j < i; j++) d->seen[idx[j]] = 0;
-    if (i < b && !twice)
+    int twice, i = first_bad_index(d, idx, b, &twice);
+    if (i >= 0 && !twice)
         return nf_error(NF_EINVAL, "point index %zu at batch position %d (the structure has %zu points)", idx[i], i,
                         d->n);
     /* a batch is a set of points; repeated points would break the pair weights */
-    if (i < b) return nf_error(NF_EINVAL, "point %zu is twice in a batch (expected distinct points)", idx[i]);
+    if (i >= 0) return nf_error(NF_EINVAL, "point %zu is twice in a batch (expected distinct points)", idx[i]);
     return NF_OK;
 }
 
@@ -309,6 +319,7 @@ static void kinship_block(nf_dep *d, double lam, const size_t *idx, int b, doubl
  * in all, half the full product); lookups read the lower triangle. */
 static int kin_cache(nf_dep *d, double lam)
 {
+    ahead_finish(d);
     if (d->Acache && d->cache_lam == lam) return NF_OK;
     size_t n = d->n;
     if (!d->Acache) d->Acache = malloc(n * n * sizeof *d->Acache);
@@ -342,13 +353,10 @@ typedef struct {
     double *A;
 } kin_lookup_job;
 
-static void kin_lookup_part(void *arg, int part, int nparts)
+/* A_ij for j <= i of the rows i0 <= i < i1 */
+static void kin_lookup_rows(const kin_lookup_job *J, int i0, int i1)
 {
-    const kin_lookup_job *J = arg;
     const int b = J->b;
-    /* rows [i0, i1): part p of the triangle's area b^2 / 2 */
-    int i0 = (int)(b * sqrt((double)part / nparts));
-    int i1 = part + 1 == nparts ? b : (int)(b * sqrt((double)(part + 1) / nparts));
     const nf_real *C = J->d->Acache;
     const size_t n = J->d->n, *idx = J->idx;
     for (int i = i0; i < i1; i++) {
@@ -361,11 +369,19 @@ static void kin_lookup_part(void *arg, int part, int nparts)
     }
 }
 
-static void kin_lookup(const nf_dep *d, const size_t *idx, int b, double *A)
+/* Part p of nparts of the rows, by equal parts of the triangle's area b^2 / 2. */
+static void kin_lookup_part(void *arg, int part, int nparts)
 {
-    kin_lookup_job J = {.d = d, .idx = idx, .b = b, .A = A};
-    int T = nf_blas_get_threads(), parts = b >= 64 && T > 1 ? T : 1;
-    nf_threads_run(T, parts, kin_lookup_part, &J);
+    const kin_lookup_job *J = arg;
+    const int b = J->b;
+    int i0 = (int)(b * sqrt((double)part / nparts));
+    int i1 = part + 1 == nparts ? b : (int)(b * sqrt((double)(part + 1) / nparts));
+    kin_lookup_rows(J, i0, i1);
+}
+
+/* A_ij = A_ji for j > i, by tiles */
+static void kin_mirror(double *A, int b)
+{
     enum { TILE = 32 };
     for (int i0 = 0; i0 < b; i0 += TILE)
         for (int j0 = i0; j0 < b; j0 += TILE)
@@ -374,8 +390,215 @@ static void kin_lookup(const nf_dep *d, const size_t *idx, int b, double *A)
                     A[(size_t)i * b + j] = A[(size_t)j * b + i];
 }
 
+static void kin_lookup(const nf_dep *d, const size_t *idx, int b, double *A)
+{
+    kin_lookup_job J = {.d = d, .idx = idx, .b = b, .A = A};
+    int T = nf_blas_get_threads(), parts = b >= 64 && T > 1 ? T : 1;
+    nf_threads_run(T, parts, kin_lookup_part, &J);
+    kin_mirror(A, b);
+}
+
+/* ---- a batch's lookups beside the flow's forward pass (nf_dep_batch_prepare) ----------------------
+ * With the cached precision, a batch's A_BB is b (b + 1) / 2 reads at random places of an n x n table
+ * (32,896 reads of 100 MB at b = 256, n = 5,000): memory latency, about 0.25 ms a batch on one core,
+ * half the flow's own step.  The reads need only the batch's indices, known before the flow's forward
+ * pass makes the latents, so a helper thread starts them meanwhile (with two or more threads; a flow
+ * of this size gains little from a second thread in its own passes), and the caller, once its
+ * latents are ready, takes the rows the helper has not reached.
+ *
+ * One job at a time.  The caller writes the job, sets the cursor to (job number, rows b, 0 rows
+ * taken) and counts the job posted; the helper, spinning for a while after each job and asleep after
+ * that, and later the caller claim chunks of rows from the cursor by compare-and-swap, read them, and
+ * add them to `finished`; the job is over when every row is.  The cursor is the only thing the
+ * helper reads before a claim succeeds, so one that is late for an old job can never take rows of a
+ * new one (whose job number differs), and nothing of a job changes while a claim on it is open.  Every entry point that reads or moves d->A or the cache first finishes a
+ * posted job (ahead_finish), so nothing races with the helper. */
+typedef struct nf_dep_ahead {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    atomic_uint posted;  /* jobs posted */
+    atomic_int quit, asleep;
+    atomic_ullong cursor; /* job number << 32 | rows b << 16 | rows taken */
+    atomic_int finished; /* rows read of the current job */
+    pid_t pid;           /* the process that started the helper (a forked child has none) */
+    size_t *idx;         /* the job: A_BB of idx[0..b) at the cache's lambda lam, into d->A */
+    int b, cap;
+    double lam;
+    int active;          /* caller's side: a job is posted and not yet finished */
+    int claimable;       /* the job's A_BB is (or will be) in d->A and nothing has used it yet */
+} nf_dep_ahead;
+
+enum { AHEAD_SPIN_US = 2000, AHEAD_CHUNK = 8, AHEAD_MAX_B = 0xffff };
+
+static double ahead_now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+
+/* Read rows of job `job` (lower triangle, the longest rows first) until none is left to claim. */
+static void ahead_work(nf_dep *d, unsigned job)
+{
+    nf_dep_ahead *q = d->ahead;
+    unsigned long long v = atomic_load(&q->cursor);
+    for (;;) {
+        const int b = (int)(v >> 16 & AHEAD_MAX_B), taken = (int)(v & AHEAD_MAX_B);
+        if ((unsigned)(v >> 32) != job || taken >= b) return;
+        int k = b - taken < AHEAD_CHUNK ? b - taken : AHEAD_CHUNK;
+        if (!atomic_compare_exchange_weak(&q->cursor, &v, v + (unsigned)k)) continue; /* v reloaded */
+        /* claimed: rows b - taken - k .. b - taken - 1 of this job, whose fields stay until they are read */
+        kin_lookup_job J = {.d = d, .idx = q->idx, .b = b, .A = d->A};
+        kin_lookup_rows(&J, b - taken - k, b - taken);
+        atomic_fetch_add(&q->finished, k);
+        v = atomic_load(&q->cursor);
+    }
+}
+
+static void *ahead_main(void *arg)
+{
+    nf_dep *d = arg;
+    nf_dep_ahead *q = d->ahead;
+    unsigned seen = 0;
+    for (;;) {
+        /* wait for a job: spin (yielding) for AHEAD_SPIN_US, then sleep */
+        double t0 = ahead_now_us();
+        while (atomic_load(&q->posted) == seen && !atomic_load(&q->quit) && ahead_now_us() - t0 < AHEAD_SPIN_US)
+            sched_yield();
+        if (atomic_load(&q->posted) == seen && !atomic_load(&q->quit)) {
+            pthread_mutex_lock(&q->mu);
+            atomic_store(&q->asleep, 1);
+            while (atomic_load(&q->posted) == seen && !atomic_load(&q->quit)) pthread_cond_wait(&q->wake, &q->mu);
+            atomic_store(&q->asleep, 0);
+            pthread_mutex_unlock(&q->mu);
+        }
+        if (atomic_load(&q->quit)) return NULL;
+        seen = atomic_load(&q->posted);
+        ahead_work(d, seen);
+    }
+}
+
+/* The caller's side: read what is left of a posted job, wait for the helper's rows, and the job
+ * is over. */
+static void ahead_finish(nf_dep *d)
+{
+    nf_dep_ahead *q = d->ahead;
+    if (!q || !q->active || q->pid != getpid()) return;
+    ahead_work(d, atomic_load(&q->posted));
+    while (atomic_load(&q->finished) < q->b) sched_yield();
+    q->active = 0;
+}
+
+static void ahead_stop(nf_dep *d)
+{
+    nf_dep_ahead *q = d->ahead;
+    if (!q) return;
+    if (q->pid == getpid()) {
+        ahead_finish(d);
+        pthread_mutex_lock(&q->mu);
+        atomic_store(&q->quit, 1);
+        pthread_cond_signal(&q->wake);
+        pthread_mutex_unlock(&q->mu);
+        pthread_join(q->thread, NULL);
+        pthread_mutex_destroy(&q->mu);
+        pthread_cond_destroy(&q->wake);
+    }
+    free(q->idx);
+    free(q);
+    d->ahead = NULL;
+}
+
+/* 1 if the last posted job reads A_BB of exactly idx[0..b) at lambda lam: then it is finished,
+ * mirrored and used up. */
+static int ahead_claim(nf_dep *d, const size_t *idx, int b, double lam)
+{
+    nf_dep_ahead *q = d->ahead;
+    if (!q || !q->claimable || q->pid != getpid()) return 0;
+    ahead_finish(d);
+    q->claimable = 0;
+    if (q->b != b || q->lam != lam || d->cache_lam != lam || memcmp(q->idx, idx, (size_t)b * sizeof *idx)) return 0;
+    kin_mirror(d->A, b);
+    return 1;
+}
+
+/* Indices in range and distinct (d->seen marks them on the way and is cleared after): -1, or the
+ * first position that is out of range (*twice 0) or repeats an earlier one (*twice 1). */
+static int first_bad_index(nf_dep *d, const size_t *idx, int b, int *twice)
+{
+    int i = 0;
+    *twice = 0;
+    for (; i < b && idx[i] < d->n && !(*twice = d->seen[idx[i]]); i++) d->seen[idx[i]] = 1;
+    for (int j = 0; j < i; j++) d->seen[idx[j]] = 0;
+    return i < b ? i : -1;
+}
+
+static int kin_cache(nf_dep *d, double lam);
+
+void nf_dep_lookahead(nf_dep *d, int on)
+{
+    ahead_finish(d);
+    d->no_ahead = !on;
+}
+
+int nf_dep_batch_prepare(nf_dep *d, const nf_real *u, const size_t *idx, int b)
+{
+    if (d->kind != NF_DEP_KINSHIP || !d->use_cache || !idx || b < 64 || b > AHEAD_MAX_B ||
+        nf_blas_get_threads() < 2 || nf_threads_in_parallel() || d->no_ahead)
+        return NF_OK;
+    int twice;
+    if (first_bad_index(d, idx, b, &twice) >= 0) return NF_OK; /* the log-density will say what is wrong */
+    ahead_finish(d);
+    nf_dep_theta(d, u, d->theta);
+    NF_TRY(reserve(d, b));
+    NF_TRY(kin_cache(d, d->theta[0]));
+    nf_dep_ahead *q = d->ahead;
+    if (q && q->pid != getpid()) { /* a forked child: its parent's helper is not here */
+        free(q->idx);
+        free(q);
+        q = d->ahead = NULL;
+    }
+    if (!q) {
+        q = nf_calloc(1, sizeof *q, "dependence lookups");
+        if (!q) return NF_ENOMEM;
+        pthread_mutex_init(&q->mu, NULL);
+        pthread_cond_init(&q->wake, NULL);
+        q->pid = getpid();
+        d->ahead = q;
+        if (pthread_create(&q->thread, NULL, ahead_main, d)) {
+            pthread_mutex_destroy(&q->mu);
+            pthread_cond_destroy(&q->wake);
+            free(q);
+            d->ahead = NULL;
+            return NF_OK; /* no helper: the log-density looks the batch up itself */
+        }
+    }
+    if (b > q->cap) {
+        size_t *t = realloc(q->idx, (size_t)b * sizeof *t);
+        if (!t) return nf_error(NF_ENOMEM, "out of memory for a dependent batch of %d points", b);
+        q->idx = t;
+        q->cap = b;
+    }
+    memcpy(q->idx, idx, (size_t)b * sizeof *idx);
+    q->b = b;
+    q->lam = d->theta[0];
+    q->claimable = 1;
+    q->active = 1;
+    atomic_store(&q->finished, 0);
+    const unsigned job = atomic_load(&q->posted) + 1u;
+    atomic_store(&q->cursor, (unsigned long long)job << 32 | (unsigned long long)b << 16);
+    atomic_fetch_add(&q->posted, 1);
+    if (atomic_load(&q->asleep)) {
+        pthread_mutex_lock(&q->mu);
+        pthread_cond_signal(&q->wake);
+        pthread_mutex_unlock(&q->mu);
+    }
+    return NF_OK;
+}
+
 int nf_dep_kinship_cache(nf_dep *d, int on)
 {
+    ahead_finish(d);
     if (d->kind != NF_DEP_KINSHIP) return NF_OK;
     if (on && d->n > 16384)
         return nf_error(NF_EINVAL, "a cached precision of %zu points would take %zu MB (at most 16384 points)", d->n,
@@ -390,6 +613,8 @@ int nf_dep_kinship_cache(nf_dep *d, int on)
 
 int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, double *A, double *dA)
 {
+    ahead_finish(d);
+    if (d->ahead) d->ahead->claimable = 0; /* d->A may be written */
     if (b < 1) return nf_error(NF_EINVAL, "precision of an empty batch");
     NF_TRY(check_idx(d, idx, b));
     NF_TRY(reserve(d, b));
@@ -776,8 +1001,11 @@ static int kin_log_prob(nf_dep *d, nf_real *t, const nf_real *z, const size_t *i
     NF_TRY(kin_reserve(d, b, p));
     double *Y = KIN_Y(d, p), *a = KIN_A(d, b, p);
     if (d->use_cache) {
-        NF_TRY(reserve(d, b)); /* before d->A is read: it may move */
-        NF_TRY(nf_dep_precision(d, d->theta, idx, b, d->A, NULL));
+        /* A_BB read beside the forward pass (nf_dep_batch_prepare), or now */
+        if (!ahead_claim(d, idx, b, d->theta[0])) {
+            NF_TRY(reserve(d, b)); /* before d->A is read: it may move */
+            NF_TRY(nf_dep_precision(d, d->theta, idx, b, d->A, NULL));
+        }
         kin_block_times(d->A, Y, a, z, NULL, b, p, KIN_X(d, b, p));
     } else {
         NF_TRY(check_idx(d, idx, b));
@@ -953,6 +1181,7 @@ int nf_dep_batch_log_prob(nf_dep *d, const nf_real *u, nf_real *t, const nf_real
 int nf_dep_batch_backward(nf_dep *d, const nf_real *u, nf_real *dz, nf_real *du, const nf_real *dt, const nf_real *z,
                           const size_t *idx, int b, int p)
 {
+    ahead_finish(d);
     double c = pair_weight(d, b);
     if (d->kind == NF_DEP_EQUI) {
         if (b < 1 || b != d->equi_b) return nf_error(NF_EINVAL, "dependent backward without a matching log_prob");
@@ -1080,6 +1309,15 @@ int nf_dist_dependent_capture(nf_dist *base, nf_real *z)
     return NF_OK;
 }
 
+/* Before the flow's forward pass: a kinship batch's precision lookups start beside it. */
+static int base_prepare(nf_dist *d, const size_t *idx, int n)
+{
+    dep_base *s = d->state;
+    if (!idx || !s->dep) return NF_OK;
+    int rc = nf_dep_batch_prepare(s->dep, store(d)->value + s->off, idx, n);
+    return rc == NF_OK ? NF_OK : nf_error_context(rc, "%s", d->name);
+}
+
 /* idx NULL or no structure: log N(z; 0, I) = -1/2 |z|^2 - (p/2) log 2pi (every point's marginal). */
 static int base_log_prob(nf_dist *d, nf_real *logp, const nf_real *z, const nf_real *ctx, const size_t *idx, int n)
 {
@@ -1147,4 +1385,5 @@ const nf_dist_type nf_dist_dependent = {
     .backward = base_backward,
     .sample = base_sample,
     .sample_backward = base_sample_backward,
+    .prepare = base_prepare,
 };

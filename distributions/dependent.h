@@ -31,10 +31,12 @@
  * Cost of a batch: equi O(b p) (sums of the batch's latents per block); kinship O(b n p) through
  * the eigenbasis (never forming A: lambda trained by gradient), or, with nf_dep_kinship_cache, O(b^2 p)
  * by looking entries up in the whole A (n^2 memory, n^3 multiply-adds whenever lambda changes: a
- * fixed lambda, or one set between steps by nf_dep_best_theta).
+ * fixed lambda, or one set between steps by nf_dep_best_theta).  Those lookups are memory latency
+ * (b (b + 1) / 2 reads at random places of the n x n table); with two or more threads
+ * nf_dep_batch_prepare starts them on a helper thread before the flow's forward pass.
  *
  * An nf_dep keeps a per-batch workspace (grown when a larger batch arrives): one instance must not
- * be used from two threads at once.  Points are indexed 0..n-1 in the order of the training source.
+ * be used from two threads at once (its own helper thread excepted, which it manages itself).  Points are indexed 0..n-1 in the order of the training source.
  */
 #ifndef NF_DEPENDENT_H
 #define NF_DEPENDENT_H
@@ -76,6 +78,8 @@ typedef struct nf_dep {
     int use_cache;          /* kinship: look precisions up in the whole A (nf_dep_kinship_cache) */
     nf_real *Acache;        /* (n, n) A at cache_lam: only the lower triangle (j <= i) is set */
     double cache_lam;
+    struct nf_dep_ahead *ahead; /* kinship cache: a batch's lookups on a helper (nf_dep_batch_prepare) */
+    int no_ahead;           /* 1: nf_dep_batch_prepare does nothing (nf_dep_lookahead) */
 } nf_dep;
 
 /* Block equicorrelation from a group id per point (any int64 values; equal ids share a block).
@@ -125,6 +129,16 @@ int nf_dep_joint_log_prob(const nf_dep *d, const double *theta, const nf_real *Z
 void nf_dep_theta(const nf_dep *d, const nf_real *u, double *theta);
 /* The estimator's terms t_i (above) for the batch of points idx (b distinct, each < n) with latents
  * z (b x p), parameters u (n_params, unconstrained): WRITES t (b). */
+/* The batch idx[0..b) is about to be scored with parameters u (as nf_dep_batch_log_prob): with the
+ * kinship cache and two or more threads (nf_blas_get_threads()), a helper thread starts reading the
+ * batch's precision entries now, so that they are ready when the latents are (the flow's forward pass
+ * runs meanwhile); the next nf_dep_batch_log_prob of the same points uses them.  Otherwise, or if the
+ * batch is not a valid one (the log-density reports it), nothing happens.  The results are the same
+ * bits either way. */
+int nf_dep_batch_prepare(nf_dep *d, const nf_real *u, const size_t *idx, int b);
+/* Whether nf_dep_batch_prepare starts the lookups ahead (on, the default) or leaves them to the
+ * log-density (off: for comparing the two, bench/bench_dependent.c). */
+void nf_dep_lookahead(nf_dep *d, int on);
 int nf_dep_batch_log_prob(nf_dep *d, const nf_real *u, nf_real *t, const nf_real *z, const size_t *idx, int b,
                           int p);
 /* After nf_dep_batch_log_prob on the same batch: given dL/dt (b), ACCUMULATE dz (b x p) and du

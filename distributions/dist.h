@@ -62,6 +62,9 @@ struct nf_dist_type {
                             const nf_real *ctx, int n);
     int (*log_survival_backward)(nf_dist *d, nf_real *dz, nf_real *dctx, const nf_real *dval, const nf_real *z,
                                  const nf_real *ctx, int n);
+    /* Optional: the rows idx[0..n) will be scored (log_prob) once the flow's forward pass has made
+     * their latents; work that needs only the rows can start now, beside that pass.  NULL: none. */
+    int (*prepare)(nf_dist *d, const size_t *idx, int n);
 };
 
 /* Build an instance for dimension dim from "k=v,..." options (unknown options are refused).  ctx_dim

@@ -183,6 +183,7 @@ int nf_flow_log_prob(nf_flow *f, nf_real *logp, const nf_real *x, const nf_real 
     if (n <= 0) return nf_error(NF_EINVAL, "log_prob of an empty batch (expected at least one sample)");
     NF_TRY(reserve(f, n));
     size_t nd = (size_t)n * f->dim;
+    if (idx && f->base.type->prepare) NF_TRY(f->base.type->prepare(&f->base, idx, n));
     memcpy(level(f, 0, n), x, nd * sizeof(nf_real));
     memset(f->ld, 0, (size_t)n * sizeof(nf_real));
     for (int i = 0; i < f->nb; i++) {

@@ -5,7 +5,8 @@
  * joint log-likelihood), rho -> 0 and lambda -> 1 giving the i.i.d. terms, the alternating update's
  * lambda and rho (shared and per block) against scans of the profiled joint, finite-difference
  * gradients of the estimator with respect to the latents and the parameters (alone and as a flow's
- * base, through the flow), and the errors for a kinship matrix
+ * base, through the flow), the kinship lookups started ahead on a helper thread (the same bits as
+ * without, whatever comes between), and the errors for a kinship matrix
  * that is not square, of the wrong size, not symmetric or not positive semi-definite. */
 #include <check.h>
 #include <gsl/gsl_linalg.h>
@@ -13,7 +14,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "core/blas.h"
 #include "distributions/dependent.h"
 #include "flows/flow.h"
 #include "tests/testutil.h"
@@ -584,6 +587,72 @@ static void expect_kinship_error(const double *K, size_t rows, size_t cols, size
     ck_assert_msg(strstr(nf_strerror_last(), phrase), "message '%s' lacks '%s'", nf_strerror_last(), phrase);
 }
 
+/* nf_dep_batch_prepare with the kinship cache and two threads: a helper reads A_BB ahead, and the
+ * log-density and its backward are the same bits as without it, when the batch that follows is the
+ * prepared one, another one, or the same one at another lambda; a bad batch prepared is reported by
+ * the log-density; a structure freed with a job outstanding stops its helper. */
+static void kin_scores(nf_dep *d, nf_real u, const size_t *idx, int b, int p, const nf_real *z, nf_real *t,
+                       nf_real *dz)
+{
+    nf_real w[128];
+    for (int i = 0; i < b; i++) w[i] = (nf_real)(0.5 + 0.01 * i);
+    memset(dz, 0, (size_t)b * p * sizeof *dz);
+    ck_assert_int_eq(nf_dep_batch_log_prob(d, &u, t, z, idx, b, p), NF_OK);
+    ck_assert_int_eq(nf_dep_batch_backward(d, &u, dz, NULL, w, z, idx, b, p), NF_OK);
+}
+
+START_TEST(test_lookup_ahead)
+{
+    enum { N = 150, B = 100, P = 2 };
+    double *K = kinship_matrix(N, 120, 61);
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, N, N, N), NF_OK);
+    ck_assert_int_eq(nf_dep_kinship_cache(d, 1), NF_OK);
+    size_t idx[B], other[B];
+    for (int i = 0; i < B; i++) idx[i] = (size_t)(37 * i + 11) % N, other[i] = (size_t)(53 * i + 5) % N;
+    nf_real z[B * P], t0[B], t1[B], dz0[B * P], dz1[B * P], u = 0.3f, u2 = -0.6f;
+    nf_test_fill_normal(z, B * P, 1.0, 62);
+    nf_blas_set_threads(1);
+    kin_scores(d, u, idx, B, P, z, t0, dz0); /* the reference: no helper */
+    ck_assert_int_eq(nf_dep_batch_prepare(d, &u, idx, B), NF_OK);
+    ck_assert_ptr_null(d->ahead); /* one thread: nothing ahead */
+    nf_blas_set_threads(2);
+    for (int round = 0; round < 3; round++) { /* the helper spins, sleeps, and wakes again */
+        ck_assert_int_eq(nf_dep_batch_prepare(d, &u, idx, B), NF_OK);
+        ck_assert_ptr_nonnull(d->ahead);
+        kin_scores(d, u, idx, B, P, z, t1, dz1);
+        ck_assert_mem_eq(t0, t1, sizeof t0);
+        ck_assert_mem_eq(dz0, dz1, sizeof dz0);
+        if (round == 1) nanosleep(&(struct timespec){0, 5000000}, NULL); /* past the helper's spin */
+    }
+    /* another batch prepared: looked up again */
+    ck_assert_int_eq(nf_dep_batch_prepare(d, &u, other, B), NF_OK);
+    kin_scores(d, u, idx, B, P, z, t1, dz1);
+    ck_assert_mem_eq(t0, t1, sizeof t0);
+    ck_assert_mem_eq(dz0, dz1, sizeof dz0);
+    /* prepared at one lambda, scored at another: the cache rebuilt and read for that one */
+    nf_blas_set_threads(1);
+    kin_scores(d, u2, idx, B, P, z, t0, dz0);
+    nf_blas_set_threads(2);
+    ck_assert_int_eq(nf_dep_batch_prepare(d, &u, idx, B), NF_OK);
+    kin_scores(d, u2, idx, B, P, z, t1, dz1);
+    ck_assert_mem_eq(t0, t1, sizeof t0);
+    ck_assert_mem_eq(dz0, dz1, sizeof dz0);
+    /* a bad batch: nothing posted, the log-density says what is wrong */
+    size_t twice[B];
+    memcpy(twice, idx, sizeof twice);
+    twice[B - 1] = twice[0];
+    ck_assert_int_eq(nf_dep_batch_prepare(d, &u, twice, B), NF_OK);
+    ck_assert_int_eq(nf_dep_batch_log_prob(d, &u, t1, z, twice, B, P), NF_EINVAL);
+    ck_assert_ptr_nonnull(strstr(nf_strerror_last(), "twice"));
+    /* freed with a job outstanding */
+    ck_assert_int_eq(nf_dep_batch_prepare(d, &u, other, B), NF_OK);
+    nf_dep_free(d);
+    nf_blas_set_threads(1);
+    free(K);
+}
+END_TEST
+
 START_TEST(test_kinship_errors)
 {
     size_t n = 6;
@@ -629,6 +698,7 @@ static Suite *dependent_suite(void)
     tcase_add_test(tc, test_unbiased);
     tcase_add_test(tc, test_batch_gradients);
     tcase_add_test(tc, test_flow_base);
+    tcase_add_test(tc, test_lookup_ahead);
     tcase_add_test(tc, test_kinship_errors);
     suite_add_tcase(s, tc);
     return s;

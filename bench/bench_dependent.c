@@ -1,0 +1,121 @@
+/* bench/bench_dependent.c - what a kinship batch adds to a training step, in one process: the same
+ * flow (6 affine couplings, hidden 64, on 2-D data) scores batches of 256 distinct random rows of
+ * n = 5,000 (nf_flow_nll_step: forward, the base's log-density, backward) three ways, interleaved in
+ * blocks so that the machine's drift hits all three alike:
+ *
+ *   i.i.d.            the dependent base without row indices: the marginal N(0, I), no precision
+ *   kinship, in step  the estimator with the cached precision, A_BB read inside the log-density
+ *   kinship, ahead    the same, A_BB read by a helper thread while the forward pass runs
+ *                     (nf_dep_batch_prepare; with two or more threads, the same bits as in step)
+ *
+ * Prints each way's median milliseconds per step (and quartiles over the blocks) and its ratio to
+ * the i.i.d. step.  The structure is Sigma = 0.5 I + 0.5 K, K tridiagonal (0.25 off the diagonal):
+ * what the lookups cost depends on n and b, not on K's values.  The eigendecomposition and the
+ * precision build (once, before timing) take about a minute with Debian's OpenBLAS.
+ *
+ *   make bench-build && build/float/bench/bench_dependent [THREADS (2)] [BLOCKS (30)]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/blas.h"
+#include "core/error.h"
+#include "distributions/dependent.h"
+#include "flows/flow.h"
+
+enum { N = 5000, B = 256, STEPS = 60, WARM = 5 };
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_dependent: %s: %s\n", what, nf_strerror_last());
+    exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    const int threads = argc > 1 ? atoi(argv[1]) : 2, blocks = argc > 2 ? atoi(argv[2]) : 30;
+    if (threads < 1 || blocks < 1) {
+        fprintf(stderr, "usage: bench_dependent [THREADS >= 1] [BLOCKS >= 1]\n");
+        return 2;
+    }
+    double *K = calloc((size_t)N * N, sizeof *K);
+    nf_real *X = malloc(2 * (size_t)N * sizeof *X), *xb = malloc(2 * (size_t)B * sizeof *xb);
+    size_t *idx = malloc(B * sizeof *idx);
+    unsigned char *used = calloc(N, 1);
+    double *ms = malloc(3 * (size_t)blocks * sizeof *ms);
+    if (!K || !X || !xb || !idx || !used || !ms) {
+        fprintf(stderr, "bench_dependent: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < N; i++) K[i * N + i] = 1;
+    for (size_t i = 1; i < N; i++) K[i * N + i - 1] = K[(i - 1) * N + i] = 0.25;
+    nf_dep *d;
+    if (nf_dep_kinship_create(&d, K, N, N, N) != NF_OK) die("kinship structure");
+    free(K);
+    if (nf_dep_kinship_cache(d, 1) != NF_OK) die("precision cache");
+    nf_flow *f;
+    const char *spec = "affine-coupling(hidden=64), affine-coupling(hidden=64), affine-coupling(hidden=64), "
+                       "affine-coupling(hidden=64), affine-coupling(hidden=64), affine-coupling(hidden=64)";
+    if (nf_flow_create(&f, spec, 2, 0, 7) != NF_OK) die("flow");
+    nf_dist_destroy(&f->base);
+    if (nf_dist_create(&f->base, &nf_dist_dependent, 2, 0, "base", "params=1, init=0, learn=0", f->P, f->S, NULL) !=
+            NF_OK ||
+        nf_dist_dependent_attach(&f->base, d) != NF_OK)
+        die("dependent base");
+    nf_blas_set_threads(threads);
+    unsigned s = 11;
+    for (size_t i = 0; i < 2 * (size_t)N; i++) X[i] = (nf_real)((s = s * 1103515245u + 12345u) >> 8 & 1023) / 512 - 1;
+    static const char *const way[3] = {"i.i.d.", "kinship, lookups in step", "kinship, lookups ahead"};
+    for (int blk = 0; blk < blocks; blk++)
+        for (int w = 0; w < 3; w++) {
+            nf_dep_lookahead(d, w == 2);
+            double t0 = 0;
+            for (int st = 0; st < WARM + STEPS; st++) {
+                if (st == WARM) t0 = now();
+                memset(used, 0, N);
+                for (int i = 0; i < B; i++) {
+                    size_t v;
+                    do v = ((s = s * 1103515245u + 12345u) >> 8) % N;
+                    while (used[v]);
+                    used[v] = 1;
+                    idx[i] = v;
+                    memcpy(xb + 2 * i, X + 2 * v, 2 * sizeof *X);
+                }
+                double nll;
+                nf_params_zero_grad(f->P);
+                if (nf_flow_nll_step(f, xb, NULL, w ? idx : NULL, B, &nll) != NF_OK) die("step");
+            }
+            ms[w * blocks + blk] = (now() - t0) / STEPS * 1e3;
+        }
+    printf("| threads | step | ms per step (median; quartiles over %d blocks of %d) | against i.i.d. |\n", blocks,
+           STEPS);
+    printf("|---|---|---|---|\n");
+    double iid = 0;
+    for (int w = 0; w < 3; w++) {
+        double *m = ms + w * blocks;
+        qsort(m, blocks, sizeof *m, by_value);
+        double med = m[blocks / 2];
+        if (!w) iid = med;
+        printf("| %d | %s | %.3f (%.3f-%.3f) | %.2fx |\n", threads, way[w], med, m[blocks / 4], m[3 * blocks / 4],
+               med / iid);
+    }
+    nf_flow_free(f);
+    nf_dep_free(d);
+    free(X), free(xb), free(idx), free(used), free(ms);
+    return 0;
+}
