@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/blas.h"
+#include "core/simd.h"
 #include "core/threads.h"
 #include <unistd.h>
 
@@ -986,6 +987,7 @@ static void kin_scatter(nf_dep *d, double *out, double *diag, const double *f, c
  * nf_dep_precision) times the batch's latents: out_i = sum_j A_ij g_j z_j (g NULL meaning 1) and
  * diag_i = A_ii (diag may be NULL); b^2 p multiply-adds over A's rows, the latents transposed to
  * columns X (p x b) so each sum runs along a row. */
+NF_SIMD_CLONES
 static void kin_block_times(const double *A, double *out, double *diag, const nf_real *z, const nf_real *g, int b,
                             int p, double *X)
 {
@@ -993,6 +995,19 @@ static void kin_block_times(const double *A, double *out, double *diag, const nf
         for (int k = 0; k < p; k++) X[(size_t)k * b + j] = (g ? (double)g[j] : 1.0) * z[(size_t)j * p + k];
     for (int i = 0; i < b; i++) {
         const double *Ai = A + (size_t)i * b;
+        if (diag) diag[i] = Ai[i];
+        if (p == 2) { /* the common case (2-D data): both sums in one pass over the row */
+            const double *x0 = X, *x1 = X + b;
+            double s0 = 0, s1 = 0;
+#pragma omp simd reduction(+ : s0, s1)
+            for (int j = 0; j < b; j++) {
+                s0 += Ai[j] * x0[j];
+                s1 += Ai[j] * x1[j];
+            }
+            out[(size_t)i * 2] = s0;
+            out[(size_t)i * 2 + 1] = s1;
+            continue;
+        }
         for (int k = 0; k < p; k++) {
             const double *x = X + (size_t)k * b;
             double sum = 0;
@@ -1000,7 +1015,6 @@ static void kin_block_times(const double *A, double *out, double *diag, const nf
             for (int j = 0; j < b; j++) sum += Ai[j] * x[j];
             out[(size_t)i * p + k] = sum;
         }
-        if (diag) diag[i] = Ai[i];
     }
 }
 
