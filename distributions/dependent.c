@@ -11,11 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/blas.h"
 #include "core/simd.h"
 #include "core/threads.h"
-#include <unistd.h>
 
 #define NF_HALF_LOG_2PI 0.91893853320467274178
 

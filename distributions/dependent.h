@@ -36,7 +36,8 @@
  * nf_dep_batch_prepare starts them on a helper thread before the flow's forward pass.
  *
  * An nf_dep keeps a per-batch workspace (grown when a larger batch arrives): one instance must not
- * be used from two threads at once (its own helper thread excepted, which it manages itself).  Points are indexed 0..n-1 in the order of the training source.
+ * be used from two threads at once (its own helper thread excepted, which it manages itself).
+ * Points are indexed 0..n-1 in the order of the training source.
  */
 #ifndef NF_DEPENDENT_H
 #define NF_DEPENDENT_H
@@ -127,8 +128,6 @@ int nf_dep_joint_log_prob(const nf_dep *d, const double *theta, const nf_real *Z
 
 /* theta = sigmoid(u) for the n_params entries of u. */
 void nf_dep_theta(const nf_dep *d, const nf_real *u, double *theta);
-/* The estimator's terms t_i (above) for the batch of points idx (b distinct, each < n) with latents
- * z (b x p), parameters u (n_params, unconstrained): WRITES t (b). */
 /* The batch idx[0..b) is about to be scored with parameters u (as nf_dep_batch_log_prob): with the
  * kinship cache and two or more threads (nf_blas_get_threads()), a helper thread starts reading the
  * batch's precision entries now, so that they are ready when the latents are (the flow's forward pass
@@ -139,6 +138,8 @@ int nf_dep_batch_prepare(nf_dep *d, const nf_real *u, const size_t *idx, int b);
 /* Whether nf_dep_batch_prepare starts the lookups ahead (on, the default) or leaves them to the
  * log-density (off: for comparing the two, bench/bench_dependent.c). */
 void nf_dep_lookahead(nf_dep *d, int on);
+/* The estimator's terms t_i (above) for the batch of points idx (b distinct, each < n) with latents
+ * z (b x p), parameters u (n_params, unconstrained): WRITES t (b). */
 int nf_dep_batch_log_prob(nf_dep *d, const nf_real *u, nf_real *t, const nf_real *z, const size_t *idx, int b,
                           int p);
 /* After nf_dep_batch_log_prob on the same batch: given dL/dt (b), ACCUMULATE dz (b x p) and du
