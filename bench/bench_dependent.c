@@ -5,7 +5,7 @@
  *
  *   i.i.d.            the dependent base without row indices: the marginal N(0, I), no precision
  *   kinship, in step  the estimator with the cached precision, A_BB read inside the log-density
- *   kinship, ahead    the same, A_BB read by a helper thread while the forward pass runs
+ *   kinship, ahead    the same, A_BB read by the worker pool while the forward pass runs
  *                     (nf_dep_batch_prepare; with two or more threads, the same bits as in step)
  *
  * Prints each way's median milliseconds per step (and quartiles over the blocks) and its ratio to

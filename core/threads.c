@@ -10,6 +10,9 @@
  * job not yet published - twice, and counted in the wrong job's `done` (ThreadSanitizer found it:
  * tests/check_threads.c under `make check-tsan`).  The fields are stored with release and read with
  * acquire, so a worker that sees the next job's fields also sees this job closed.
+ * nf_threads_start publishes a job the same way and returns; nf_threads_finish is the caller's side
+ * of it (the parts left, the wait, the close).  The caller holds run_lock in between, so its own
+ * nf_threads_run calls run serially while the workers take the job's parts.
  * Waiting workers spin on state (pause, then sched_yield so a busy core goes to whoever needs it) for
  * NF_THREADS_SPIN_US, then sleep on a condition variable; `sleepers` (sequentially consistent, read
  * by the caller after publishing, written by a worker before its last look at state) tells the caller
@@ -142,13 +145,13 @@ static void serial(int nparts, nf_part_fn *fn, void *arg)
     for (int p = 0; p < nparts; p++) fn(arg, p, nparts);
 }
 
-void nf_threads_run(int threads, int nparts, nf_part_fn *fn, void *arg)
+/* The job opened by nf_threads_start (guarded by run_lock, which its caller holds until finish). */
+static uint32_t open_gen;
+static int open_nparts;
+
+/* With run_lock held: create the workers, publish the job, wake sleepers; returns its generation. */
+static uint32_t publish(int threads, int nparts, nf_part_fn *fn, void *arg)
 {
-    if (threads > NF_THREADS_MAX) threads = NF_THREADS_MAX;
-    if (threads <= 1 || nparts <= 1 || nf_threads_in_parallel() || pthread_mutex_trylock(&P.run_lock) != 0) {
-        serial(nparts, fn, arg);
-        return;
-    }
     pthread_once(&atfork_once, register_atfork);
     while (P.workers < threads - 1) { /* on failure, fewer workers: the caller takes their parts */
         pthread_t t;
@@ -160,7 +163,6 @@ void nf_threads_run(int threads, int nparts, nf_part_fn *fn, void *arg)
         if (rc != 0) break;
         P.workers++;
     }
-    /* publish the job, then wake sleepers */
     atomic_store_explicit(&P.done, 0, memory_order_relaxed);
     atomic_store_explicit(&P.fn, fn, memory_order_release);
     atomic_store_explicit(&P.arg, arg, memory_order_release);
@@ -173,6 +175,12 @@ void nf_threads_run(int threads, int nparts, nf_part_fn *fn, void *arg)
         pthread_cond_broadcast(&P.wake);
         pthread_mutex_unlock(&P.sleep_lock);
     }
+    return gen;
+}
+
+/* The caller's side of job gen: run the parts left, wait for the rest, close it, release the pool. */
+static void join(uint32_t gen, int nparts)
+{
     in_part = 1;
     work(gen);
     in_part = 0;
@@ -183,3 +191,24 @@ void nf_threads_run(int threads, int nparts, nf_part_fn *fn, void *arg)
     atomic_store(&P.state, (uint64_t)gen << 32 | CLOSED); /* no claim on this job from now on */
     pthread_mutex_unlock(&P.run_lock);
 }
+
+void nf_threads_run(int threads, int nparts, nf_part_fn *fn, void *arg)
+{
+    if (threads > NF_THREADS_MAX) threads = NF_THREADS_MAX;
+    if (threads <= 1 || nparts <= 1 || nf_threads_in_parallel() || pthread_mutex_trylock(&P.run_lock) != 0) {
+        serial(nparts, fn, arg);
+        return;
+    }
+    join(publish(threads, nparts, fn, arg), nparts);
+}
+
+int nf_threads_start(int threads, int nparts, nf_part_fn *fn, void *arg)
+{
+    if (threads > NF_THREADS_MAX) threads = NF_THREADS_MAX;
+    if (threads <= 1 || nparts < 1 || nf_threads_in_parallel() || pthread_mutex_trylock(&P.run_lock) != 0) return 0;
+    open_nparts = nparts;
+    open_gen = publish(threads, nparts, fn, arg);
+    return 1;
+}
+
+void nf_threads_finish(void) { join(open_gen, open_nparts); }

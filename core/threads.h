@@ -27,6 +27,15 @@
 typedef void nf_part_fn(void *arg, int part, int nparts);
 
 void nf_threads_run(int threads, int nparts, nf_part_fn *fn, void *arg);
+/* The same job in two halves, for work that can run beside the caller's own: nf_threads_start
+ * hands the parts to the pool's workers (up to threads - 1 of them) and returns at once; the caller
+ * goes on (its own nf_threads_run calls then run serially, the workers being busy) and later calls
+ * nf_threads_finish, which runs the parts no worker has taken and returns when all are done.
+ * Returns 0, having started nothing, where nf_threads_run would run serially (threads <= 1, inside a
+ * part, the pool busy); then the caller runs the parts itself.  One started job at a time per
+ * process; start and finish on the same thread, with no fork in between. */
+int nf_threads_start(int threads, int nparts, nf_part_fn *fn, void *arg);
+void nf_threads_finish(void);
 /* 1 inside a part run by nf_threads_run or inside an OpenMP parallel region. */
 int nf_threads_in_parallel(void);
 

@@ -5,13 +5,9 @@
 #include "distributions/dependent.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/blas.h"
 #include "core/simd.h"
@@ -414,122 +410,49 @@ static void kin_lookup(const nf_dep *d, const size_t *idx, int b, double *A)
  * With the cached precision, a batch's A_BB is b (b + 1) / 2 reads at random places of an n x n table
  * (32,896 reads of 100 MB at b = 256, n = 5,000): memory latency, about 0.25 ms a batch on one core,
  * half the flow's own step.  The reads need only the batch's indices, known before the flow's forward
- * pass makes the latents, so a helper thread starts them meanwhile (with two or more threads; a flow
- * of this size gains little from a second thread in its own passes), and the caller, once its
- * latents are ready, takes the rows the helper has not reached.
- *
- * One job at a time.  The caller writes the job, sets the cursor to (job number, rows b, 0 rows
- * taken) and counts the job posted; the helper, spinning for a while after each job and asleep after
- * that, and later the caller claim chunks of rows from the cursor by compare-and-swap, read them, and
- * add them to `finished`; the job is over when every row is.  The cursor is the only thing the
- * helper reads before a claim succeeds, so one that is late for an old job can never take rows of a
- * new one (whose job number differs), and nothing of a job changes while a claim on it is open.  Every entry point that reads or moves d->A or the cache first finishes a
- * posted job (ahead_finish), so nothing races with the helper. */
+ * pass makes the latents, so they go to the worker pool as a started job (nf_threads_start; with two
+ * or more threads): its workers read while the caller runs the forward pass (serially meanwhile; a
+ * flow of this size gains little from a second thread in its own passes), and the caller, once its
+ * latents are ready, reads the parts no worker has taken (nf_threads_finish).  Every entry point
+ * that reads or moves d->A or the cache first finishes an open job (ahead_finish). */
 typedef struct nf_dep_ahead {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t wake;
-    atomic_uint posted;  /* jobs posted */
-    atomic_int quit, asleep;
-    atomic_ullong cursor; /* job number << 32 | rows b << 16 | rows taken */
-    atomic_int finished; /* rows read of the current job */
-    pid_t pid;           /* the process that started the helper (a forked child has none) */
-    size_t *idx;         /* the job: A_BB of idx[0..b) at the cache's lambda lam, into d->A */
-    int b, cap;
-    double lam;
-    int active;          /* caller's side: a job is posted and not yet finished */
-    int claimable;       /* the job's A_BB is (or will be) in d->A and nothing has used it yet */
+    kin_lookup_job job; /* A_BB of job.idx (a copy of the batch's indices) into d->A */
+    size_t *idx;
+    int cap;
+    double lam;         /* the cache's lambda the job reads */
+    int open;           /* started and not finished */
+    int claimable;      /* the job's A_BB is (or will be) in d->A and nothing has used it yet */
 } nf_dep_ahead;
 
-enum { AHEAD_SPIN_US = 2000, AHEAD_CHUNK = 8, AHEAD_MAX_B = 0xffff };
+enum { AHEAD_PARTS = 16 }; /* equal parts of the triangle, so the caller can take what is left */
 
-static double ahead_now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
-}
-
-/* Read rows of job `job` (lower triangle, the longest rows first) until none is left to claim. */
-static void ahead_work(nf_dep *d, unsigned job)
-{
-    nf_dep_ahead *q = d->ahead;
-    unsigned long long v = atomic_load(&q->cursor);
-    for (;;) {
-        const int b = (int)(v >> 16 & AHEAD_MAX_B), taken = (int)(v & AHEAD_MAX_B);
-        if ((unsigned)(v >> 32) != job || taken >= b) return;
-        int k = b - taken < AHEAD_CHUNK ? b - taken : AHEAD_CHUNK;
-        if (!atomic_compare_exchange_weak(&q->cursor, &v, v + (unsigned)k)) continue; /* v reloaded */
-        /* claimed: rows b - taken - k .. b - taken - 1 of this job, whose fields stay until they are read */
-        kin_lookup_job J = {.d = d, .idx = q->idx, .b = b, .A = d->A};
-        kin_lookup_rows(&J, b - taken - k, b - taken);
-        atomic_fetch_add(&q->finished, k);
-        v = atomic_load(&q->cursor);
-    }
-}
-
-static void *ahead_main(void *arg)
-{
-    nf_dep *d = arg;
-    nf_dep_ahead *q = d->ahead;
-    unsigned seen = 0;
-    for (;;) {
-        /* wait for a job: spin (yielding) for AHEAD_SPIN_US, then sleep */
-        double t0 = ahead_now_us();
-        while (atomic_load(&q->posted) == seen && !atomic_load(&q->quit) && ahead_now_us() - t0 < AHEAD_SPIN_US)
-            sched_yield();
-        if (atomic_load(&q->posted) == seen && !atomic_load(&q->quit)) {
-            pthread_mutex_lock(&q->mu);
-            atomic_store(&q->asleep, 1);
-            while (atomic_load(&q->posted) == seen && !atomic_load(&q->quit)) pthread_cond_wait(&q->wake, &q->mu);
-            atomic_store(&q->asleep, 0);
-            pthread_mutex_unlock(&q->mu);
-        }
-        if (atomic_load(&q->quit)) return NULL;
-        seen = atomic_load(&q->posted);
-        ahead_work(d, seen);
-    }
-}
-
-/* The caller's side: read what is left of a posted job, wait for the helper's rows, and the job
- * is over. */
 static void ahead_finish(nf_dep *d)
 {
     nf_dep_ahead *q = d->ahead;
-    if (!q || !q->active || q->pid != getpid()) return;
-    ahead_work(d, atomic_load(&q->posted));
-    while (atomic_load(&q->finished) < q->b) sched_yield();
-    q->active = 0;
+    if (!q || !q->open) return;
+    nf_threads_finish();
+    q->open = 0;
 }
 
 static void ahead_stop(nf_dep *d)
 {
-    nf_dep_ahead *q = d->ahead;
-    if (!q) return;
-    if (q->pid == getpid()) {
-        ahead_finish(d);
-        pthread_mutex_lock(&q->mu);
-        atomic_store(&q->quit, 1);
-        pthread_cond_signal(&q->wake);
-        pthread_mutex_unlock(&q->mu);
-        pthread_join(q->thread, NULL);
-        pthread_mutex_destroy(&q->mu);
-        pthread_cond_destroy(&q->wake);
-    }
-    free(q->idx);
-    free(q);
+    if (!d->ahead) return;
+    ahead_finish(d);
+    free(d->ahead->idx);
+    free(d->ahead);
     d->ahead = NULL;
 }
 
-/* 1 if the last posted job reads A_BB of exactly idx[0..b) at lambda lam: then it is finished,
+/* 1 if the last started job reads A_BB of exactly idx[0..b) at lambda lam: then it is finished,
  * mirrored and used up. */
 static int ahead_claim(nf_dep *d, const size_t *idx, int b, double lam)
 {
     nf_dep_ahead *q = d->ahead;
-    if (!q || !q->claimable || q->pid != getpid()) return 0;
+    if (!q || !q->claimable) return 0;
     ahead_finish(d);
     q->claimable = 0;
-    if (q->b != b || q->lam != lam || d->cache_lam != lam || memcmp(q->idx, idx, (size_t)b * sizeof *idx)) return 0;
+    if (q->job.b != b || q->lam != lam || d->cache_lam != lam || memcmp(q->idx, idx, (size_t)b * sizeof *idx))
+        return 0;
     kin_mirror(d->A, b);
     return 1;
 }
@@ -555,8 +478,9 @@ void nf_dep_lookahead(nf_dep *d, int on)
 
 int nf_dep_batch_prepare(nf_dep *d, const nf_real *u, const size_t *idx, int b)
 {
-    if (d->kind != NF_DEP_KINSHIP || !d->use_cache || !idx || b < 64 || b > AHEAD_MAX_B ||
-        nf_blas_get_threads() < 2 || nf_threads_in_parallel() || d->no_ahead)
+    const int T = nf_blas_get_threads();
+    if (d->kind != NF_DEP_KINSHIP || !d->use_cache || !idx || b < 64 || T < 2 || nf_threads_in_parallel() ||
+        d->no_ahead)
         return NF_OK;
     int twice;
     if (first_bad_index(d, idx, b, &twice) >= 0) return NF_OK; /* the log-density will say what is wrong */
@@ -565,26 +489,7 @@ int nf_dep_batch_prepare(nf_dep *d, const nf_real *u, const size_t *idx, int b)
     NF_TRY(reserve(d, b));
     NF_TRY(kin_cache(d, d->theta[0]));
     nf_dep_ahead *q = d->ahead;
-    if (q && q->pid != getpid()) { /* a forked child: its parent's helper is not here */
-        free(q->idx);
-        free(q);
-        q = d->ahead = NULL;
-    }
-    if (!q) {
-        q = nf_calloc(1, sizeof *q, "dependence lookups");
-        if (!q) return NF_ENOMEM;
-        pthread_mutex_init(&q->mu, NULL);
-        pthread_cond_init(&q->wake, NULL);
-        q->pid = getpid();
-        d->ahead = q;
-        if (pthread_create(&q->thread, NULL, ahead_main, d)) {
-            pthread_mutex_destroy(&q->mu);
-            pthread_cond_destroy(&q->wake);
-            free(q);
-            d->ahead = NULL;
-            return NF_OK; /* no helper: the log-density looks the batch up itself */
-        }
-    }
+    if (!q && !(q = d->ahead = nf_calloc(1, sizeof *q, "dependence lookups"))) return NF_ENOMEM;
     if (b > q->cap) {
         size_t *t = realloc(q->idx, (size_t)b * sizeof *t);
         if (!t) return nf_error(NF_ENOMEM, "out of memory for a dependent batch of %d points", b);
@@ -592,19 +497,9 @@ int nf_dep_batch_prepare(nf_dep *d, const nf_real *u, const size_t *idx, int b)
         q->cap = b;
     }
     memcpy(q->idx, idx, (size_t)b * sizeof *idx);
-    q->b = b;
+    q->job = (kin_lookup_job){.d = d, .idx = q->idx, .b = b, .A = d->A};
     q->lam = d->theta[0];
-    q->claimable = 1;
-    q->active = 1;
-    atomic_store(&q->finished, 0);
-    const unsigned job = atomic_load(&q->posted) + 1u;
-    atomic_store(&q->cursor, (unsigned long long)job << 32 | (unsigned long long)b << 16);
-    atomic_fetch_add(&q->posted, 1);
-    if (atomic_load(&q->asleep)) {
-        pthread_mutex_lock(&q->mu);
-        pthread_cond_signal(&q->wake);
-        pthread_mutex_unlock(&q->mu);
-    }
+    q->open = q->claimable = nf_threads_start(T, AHEAD_PARTS, kin_lookup_part, &q->job);
     return NF_OK;
 }
 

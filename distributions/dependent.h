@@ -33,10 +33,10 @@
  * by looking entries up in the whole A (n^2 memory, n^3 multiply-adds whenever lambda changes: a
  * fixed lambda, or one set between steps by nf_dep_best_theta).  Those lookups are memory latency
  * (b (b + 1) / 2 reads at random places of the n x n table); with two or more threads
- * nf_dep_batch_prepare starts them on a helper thread before the flow's forward pass.
+ * nf_dep_batch_prepare starts them on the worker pool before the flow's forward pass.
  *
  * An nf_dep keeps a per-batch workspace (grown when a larger batch arrives): one instance must not
- * be used from two threads at once (its own helper thread excepted, which it manages itself).
+ * be used from two threads at once (the pool's workers it starts excepted, which it waits for).
  * Points are indexed 0..n-1 in the order of the training source.
  */
 #ifndef NF_DEPENDENT_H
@@ -79,7 +79,7 @@ typedef struct nf_dep {
     int use_cache;          /* kinship: look precisions up in the whole A (nf_dep_kinship_cache) */
     nf_real *Acache;        /* (n, n) A at cache_lam: only the lower triangle (j <= i) is set */
     double cache_lam;
-    struct nf_dep_ahead *ahead; /* kinship cache: a batch's lookups on a helper (nf_dep_batch_prepare) */
+    struct nf_dep_ahead *ahead; /* kinship cache: a batch's lookups on the pool (nf_dep_batch_prepare) */
     int no_ahead;           /* 1: nf_dep_batch_prepare does nothing (nf_dep_lookahead) */
 } nf_dep;
 
@@ -129,7 +129,7 @@ int nf_dep_joint_log_prob(const nf_dep *d, const double *theta, const nf_real *Z
 /* theta = sigmoid(u) for the n_params entries of u. */
 void nf_dep_theta(const nf_dep *d, const nf_real *u, double *theta);
 /* The batch idx[0..b) is about to be scored with parameters u (as nf_dep_batch_log_prob): with the
- * kinship cache and two or more threads (nf_blas_get_threads()), a helper thread starts reading the
+ * kinship cache and two or more threads (nf_blas_get_threads()), the worker pool starts reading the
  * batch's precision entries now, so that they are ready when the latents are (the flow's forward pass
  * runs meanwhile); the next nf_dep_batch_log_prob of the same points uses them.  Otherwise, or if the
  * batch is not a valid one (the log-density reports it), nothing happens.  The results are the same

@@ -5,7 +5,7 @@
  * joint log-likelihood), rho -> 0 and lambda -> 1 giving the i.i.d. terms, the alternating update's
  * lambda and rho (shared and per block) against scans of the profiled joint, finite-difference
  * gradients of the estimator with respect to the latents and the parameters (alone and as a flow's
- * base, through the flow), the kinship lookups started ahead on a helper thread (the same bits as
+ * base, through the flow), the kinship lookups started ahead on the worker pool (the same bits as
  * without, whatever comes between), and the errors for a kinship matrix
  * that is not square, of the wrong size, not symmetric or not positive semi-definite. */
 #include <check.h>
@@ -587,10 +587,10 @@ static void expect_kinship_error(const double *K, size_t rows, size_t cols, size
     ck_assert_msg(strstr(nf_strerror_last(), phrase), "message '%s' lacks '%s'", nf_strerror_last(), phrase);
 }
 
-/* nf_dep_batch_prepare with the kinship cache and two threads: a helper reads A_BB ahead, and the
+/* nf_dep_batch_prepare with the kinship cache and two threads: the pool reads A_BB ahead, and the
  * log-density and its backward are the same bits as without it, when the batch that follows is the
  * prepared one, another one, or the same one at another lambda; a bad batch prepared is reported by
- * the log-density; a structure freed with a job outstanding stops its helper. */
+ * the log-density; a structure freed with a job outstanding finishes it. */
 static void kin_scores(nf_dep *d, nf_real u, const size_t *idx, int b, int p, const nf_real *z, nf_real *t,
                        nf_real *dz)
 {
@@ -613,17 +613,17 @@ START_TEST(test_lookup_ahead)
     nf_real z[B * P], t0[B], t1[B], dz0[B * P], dz1[B * P], u = 0.3f, u2 = -0.6f;
     nf_test_fill_normal(z, B * P, 1.0, 62);
     nf_blas_set_threads(1);
-    kin_scores(d, u, idx, B, P, z, t0, dz0); /* the reference: no helper */
+    kin_scores(d, u, idx, B, P, z, t0, dz0); /* the reference: nothing ahead */
     ck_assert_int_eq(nf_dep_batch_prepare(d, &u, idx, B), NF_OK);
     ck_assert_ptr_null(d->ahead); /* one thread: nothing ahead */
     nf_blas_set_threads(2);
-    for (int round = 0; round < 3; round++) { /* the helper spins, sleeps, and wakes again */
+    for (int round = 0; round < 3; round++) { /* the pool's worker spins, sleeps, and wakes again */
         ck_assert_int_eq(nf_dep_batch_prepare(d, &u, idx, B), NF_OK);
         ck_assert_ptr_nonnull(d->ahead);
         kin_scores(d, u, idx, B, P, z, t1, dz1);
         ck_assert_mem_eq(t0, t1, sizeof t0);
         ck_assert_mem_eq(dz0, dz1, sizeof dz0);
-        if (round == 1) nanosleep(&(struct timespec){0, 5000000}, NULL); /* past the helper's spin */
+        if (round == 1) nanosleep(&(struct timespec){0, 5000000}, NULL); /* past the worker's spin */
     }
     /* another batch prepared: looked up again */
     ck_assert_int_eq(nf_dep_batch_prepare(d, &u, other, B), NF_OK);

@@ -1,6 +1,7 @@
 /* tests/check_threads.c - the worker pool: every part runs exactly once, on whichever thread; nested
  * jobs and one thread run serially in part order; many jobs in a row, jobs after the workers fell
- * asleep, and jobs in a forked child all complete. */
+ * asleep, and jobs in a forked child all complete; a started job (nf_threads_start) runs every part
+ * once by its finish, while the caller's own jobs run serially, and refuses one thread or a busy pool. */
 #include <check.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -106,6 +107,26 @@ START_TEST(test_forked_child)
 }
 END_TEST
 
+START_TEST(test_started_job)
+{
+    for (int round = 0; round < 20; round++) {
+        count_job j = {0}, mine = {0};
+        mine.record = 1;
+        ck_assert_int_eq(nf_threads_start(2, 16, count_part, &j), 1);
+        ck_assert_int_eq(nf_threads_start(2, 4, count_part, &mine), 0); /* one started job at a time */
+        nf_threads_run(2, 6, count_part, &mine); /* the caller's own work: serial meanwhile */
+        for (int p = 0; p < 6; p++) ck_assert(atomic_load(&mine.runs[p]) == 1 && mine.order[p] == p);
+        if (round % 5 == 4) nanosleep(&(struct timespec){0, 2000000}, NULL); /* workers past their spin */
+        nf_threads_finish();
+        check_once(&j, 16);
+        ck_assert_int_eq(atomic_load(&j.inside), 16); /* every part inside a part, whoever ran it */
+    }
+    count_job one = {0};
+    ck_assert_int_eq(nf_threads_start(1, 4, count_part, &one), 0);
+    for (int p = 0; p < 4; p++) ck_assert_int_eq(atomic_load(&one.runs[p]), 0);
+}
+END_TEST
+
 static Suite *threads_suite(void)
 {
     Suite *s = suite_create("threads");
@@ -115,6 +136,7 @@ static Suite *threads_suite(void)
     tcase_add_test(t, test_serial_and_nested);
     tcase_add_test(t, test_many_jobs_and_sleep);
     tcase_add_test(t, test_forked_child);
+    tcase_add_test(t, test_started_job);
     suite_add_tcase(s, t);
     return s;
 }
