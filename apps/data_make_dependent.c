@@ -15,7 +15,7 @@
 
 static const char *const MAKE_DEPENDENT_HELP =
     "usage: nf data make dependent-SHAPE -o TRAIN.h5 [--structure equi|kinship] [--val VAL.h5]\n"
-    "                    [--test TEST.h5] [-n N] [--n-val M] [--lambda L] [--seed S]\n"
+    "                    [--test TEST.h5] [-n N] [--n-val M] [--lambda L] [--relatives R] [--seed S]\n"
     "\n"
     "Dependent 2-D training rows (Kirchler, Lippert & Kloft 2023): x1 = g1, x2 = m(x1) + s g2 with\n"
     "inputs g that are N(0, I) for every row but correlated across rows, so the marginal density of a\n"
@@ -34,6 +34,9 @@ static const char *const MAKE_DEPENDENT_HELP =
     "  --test FILE      i.i.d. test rows with /logp_true\n"
     "  --n-val M        rows of each i.i.d. set              [5000]\n"
     "  --lambda L       kinship: lambda                      [0.5]\n"
+    "  --relatives R    kinship: families (of the equi blocks' sizes, K_ij = kappa per family, uniform\n"
+    "                   in [0.5, 0.99]) or pedigree (up to two random earlier relatives per point,\n"
+    "                   K normalised to unit diagonal; weak dependence)   [families]\n"
     "  --seed S         random seed                          [1]\n"
     "\n"
     "example:\n"
@@ -68,6 +71,8 @@ static int save_train(const nf_dep_data *d, const char *shape, const char *path,
         if (rc == NF_OK) rc = nf_h5_write_int64(f, "/K/col", d->col, d->nnz, 0);
         if (rc == NF_OK) rc = nf_h5_write_double(f, "/K/value", d->val, d->nnz, 0);
         if (rc == NF_OK) rc = nf_h5_attr_set_double(f, "/", "lambda", d->lambda);
+        if (rc == NF_OK)
+            rc = nf_h5_attr_set_string(f, "/", "relatives", d->relatives == NF_DEP_PEDIGREE ? "pedigree" : "families");
     }
     if (rc != NF_OK) {
         nf_h5_abort(f);
@@ -96,6 +101,7 @@ static int save_iid(const char *name, const char *path, size_t n, long seed, uin
 int app_data_make_dependent(int argc, char **argv)
 {
     const char *cmd = "data make", *out = NULL, *val = NULL, *test = NULL, *structure = "equi", *pos[1];
+    const char *relatives = "families";
     long n = 0, n_val = 5000, seed = 1;
     double lambda = 0.5;
     const flag_spec flags[] = {
@@ -106,6 +112,7 @@ int app_data_make_dependent(int argc, char **argv)
         {.name = "-n", .kind = FLAG_LONG, .dst = &n, .lo = 2, .hi = 46340},
         {.name = "--n-val", .kind = FLAG_LONG, .dst = &n_val, .lo = 1, .hi = 100000000},
         {.name = "--lambda", .kind = FLAG_DOUBLE, .dst = &lambda, .lo = 1e-6, .hi = 1 - 1e-6},
+        {.name = "--relatives", .kind = FLAG_STRING, .dst = &relatives},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = (double)LONG_MAX},
         {0},
     };
@@ -118,6 +125,9 @@ int app_data_make_dependent(int argc, char **argv)
     int equi = !strcmp(structure, "equi");
     if (!equi && strcmp(structure, "kinship"))
         return cli_usage_error(cmd, "--structure '%s' (expected equi or kinship)", structure);
+    int pedigree = !strcmp(relatives, "pedigree");
+    if (!pedigree && strcmp(relatives, "families"))
+        return cli_usage_error(cmd, "--relatives '%s' (expected " NF_DEP_RELATIVES ")", relatives);
     if (!out) return cli_usage_error(cmd, "no output file given (expected -o TRAIN.h5)");
     if (!n) n = equi ? 10000 : 5000;
     if (app_check_output(out) != NF_OK || (val && app_check_output(val) != NF_OK) ||
@@ -125,15 +135,17 @@ int app_data_make_dependent(int argc, char **argv)
         return cli_fail(cmd);
     nf_rng *rng = nf_rng_alloc((uint64_t)seed, 0x646570);
     nf_dep_data d;
-    int rc = rng ? nf_dep_data_make(&d, shape, equi ? NF_DEP_EQUI : NF_DEP_KINSHIP, (size_t)n, lambda, rng) : NF_ENOMEM;
+    int rc = rng ? nf_dep_data_make(&d, shape, equi ? NF_DEP_EQUI : NF_DEP_KINSHIP,
+                                          pedigree ? NF_DEP_PEDIGREE : NF_DEP_FAMILIES, (size_t)n, lambda, rng) : NF_ENOMEM;
     nf_rng_free(rng);
     if (rc != NF_OK) return cli_fail(cmd);
     rc = save_train(&d, pos[0], out, seed);
     if (rc == NF_OK && val) rc = save_iid(pos[0], val, (size_t)n_val, seed, 0x76616c);
     if (rc == NF_OK && test) rc = save_iid(pos[0], test, (size_t)n_val, seed, 0x74657374);
     if (rc == NF_OK)
-        fprintf(stderr, "nf data make: %s, %zu dependent rows (%s: %zu %s); wrote %s%s%s%s%s\n", pos[0], d.n,
-                structure, equi ? d.n_blocks : d.nnz, equi ? "blocks" : "entries of K's upper triangle", out,
+        fprintf(stderr, "nf data make: %s, %zu dependent rows (%s%s%s: %zu %s); wrote %s%s%s%s%s\n", pos[0], d.n,
+                structure, equi ? "" : ", ", equi ? "" : relatives, equi ? d.n_blocks : d.nnz,
+                equi ? "blocks" : "entries of K's upper triangle", out,
                 val ? ", " : "", val ? val : "", test ? ", " : "", test ? test : "");
     nf_dep_data_free(&d);
     return rc == NF_OK ? 0 : cli_fail(cmd);

@@ -4,16 +4,17 @@
 #   seeds: the i.i.d. test log-likelihood and KL gap to the true marginal density of the
 #   dependency-aware fit against the i.i.d. fit of the same flow, data and budget (means and standard
 #   errors over seeds); the learned lambda (kinship, --learn-lambda; true 0.5) and the per-block rho
-#   (equi, --per-block-rho) against the truth; and the seconds per step of both fits.
+#   (equi, --per-block-rho) against the truth; and the seconds per step of both fits.  Kinship sets
+#   are drawn with `--relatives RELATIVES` (families, the default of nf data make, or pedigree).
 #
 #   bash bench/dependent_targets.sh   (NF: build/float/nf; SEEDS: 5; SHAPES: all five; STRUCTURES:
 #                                      "equi kinship"; N_EQUI: 10000; N_KIN: 5000; FIT: the flow and
 #                                      budget, default "--flow realnvp --layers 6 --hidden 64 --steps
 #                                      5000 --batch 256 --lr 2e-3 --threads 1"; EQUI_FLAGS: the equi
-#                                      fit's extra flags, default --per-block-rho; DEPENDENT_TARGETS_OUT:
-#                                      bench/out/dependent_targets.jsonl)
+#                                      fit's extra flags, default --per-block-rho; RELATIVES: families;
+#                                      DEPENDENT_TARGETS_OUT: bench/out/dependent_targets.jsonl)
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 NF=${NF:-build/float/nf}
 PY=/usr/bin/python3
 if ! $PY -c 'import h5py, numpy' 2>/dev/null; then
@@ -25,6 +26,7 @@ SHAPES=${SHAPES:-sign abs crescent sine crescent-cube}
 STRUCTURES=${STRUCTURES:-equi kinship}
 N_EQUI=${N_EQUI:-10000}
 N_KIN=${N_KIN:-5000}
+RELATIVES=${RELATIVES:-families}
 FIT=${FIT:---flow realnvp --layers 6 --hidden 64 --steps 5000 --batch 256 --lr 2e-3 --threads 1}
 OUTF=${DEPENDENT_TARGETS_OUT:-bench/out/dependent_targets.jsonl}
 TMP=$(mktemp -d)
@@ -44,10 +46,11 @@ PY
 
 for st in $STRUCTURES; do
     n=$N_EQUI
-    [ "$st" = kinship ] && n=$N_KIN
+    rel=()
+    [ "$st" = kinship ] && n=$N_KIN && rel=(--relatives "$RELATIVES")
     for shape in $SHAPES; do
         for s in $(seq 1 "$SEEDS"); do
-            "$NF" data make "dependent-$shape" --structure "$st" -n "$n" --seed "$s" -o "$TMP/tr.h5" \
+            "$NF" data make "dependent-$shape" --structure "$st" "${rel[@]}" -n "$n" --seed "$s" -o "$TMP/tr.h5" \
                 --val "$TMP/va.h5" --test "$TMP/te.h5" 2>/dev/null || { echo "data make failed" >&2; exit 1; }
             # shellcheck disable=SC2206
             if [ "$st" = equi ]; then dep=(--dependence equi ${EQUI_FLAGS---per-block-rho})
@@ -114,7 +117,8 @@ with h5py.File(d, "r") as f:
 PY
             ) || exit 1
             per_step() { if [ -n "$1" ]; then $PY -c "print($1 / max($2, 1))"; else echo null; fi; }
-            echo "{\"structure\": \"$st\", \"shape\": \"$shape\", \"seed\": $s, \"n\": $n, \"dep\": $jd, \"iid\": $ji," \
+            echo "{\"structure\": \"$st\", \"relatives\": \"${rel[1]:-}\", \"shape\": \"$shape\", \"seed\": $s, \"n\": $n," \
+                "\"dep\": $jd, \"iid\": $ji," \
                 "\"sec_per_step_dep\": $(per_step "${td:-}" "${nd:-1}"), \"sec_per_step_iid\": $(per_step "${ti:-}" "${ni:-1}")," \
                 "\"params\": $par}" >>"$OUTF"
             echo "dependent_targets: $st $shape seed $s done" >&2
@@ -131,14 +135,17 @@ def ms(v):
     m = sum(v) / len(v)
     se = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v)) if len(v) > 1 else 0.0
     return m, se
-print("| structure | set | seeds | test LL dependent | test LL i.i.d. | KL gap dependent | KL gap i.i.d. | parameter | step cost |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| structure | set | seeds | test LL dependent | test LL i.i.d. | KL gap dependent | KL gap i.i.d. | KL gap i.i.d. - dependent (paired; fits where > 0) | parameter | step cost |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for st in ("equi", "kinship"):
     for shape in ("sign", "abs", "crescent", "sine", "crescent-cube"):
         r = [x for x in rows if x["structure"] == st and x["shape"] == shape]
         if not r: continue
         ld, li = ms([x["dep"]["mean_log_prob"] for x in r]), ms([x["iid"]["mean_log_prob"] for x in r])
         gd, gi = ms([x["dep"]["kl_gap"] for x in r]), ms([x["iid"]["kl_gap"] for x in r])
+        diff = [x["iid"]["kl_gap"] - x["dep"]["kl_gap"] for x in r]
+        pd = "%.4f +- %.4f; %d of %d" % (*ms(diff), sum(v > 0 for v in diff), len(diff))
+        name = st + (" (%s)" % r[0]["relatives"] if r[0].get("relatives") else "")
         if st == "kinship":
             p = ms([abs(x["params"]["lambda"] - x["params"]["lambda_true"]) for x in r])
             par = "abs(lambda - 0.5) %.3f +- %.3f" % p
@@ -147,6 +154,6 @@ for st in ("equi", "kinship"):
             o = ms([x["params"].get("rho_mae_oracle_blocks10") for x in r])
             par = "rho MAE (blocks >= 10) %.3f +- %.3f (exact latents: %.3f)" % (*p, o[0])
         cost = ms([x["sec_per_step_dep"] / x["sec_per_step_iid"] for x in r if x["sec_per_step_dep"] and x["sec_per_step_iid"]])
-        print("| %s | %s | %d | %.4f +- %.4f | %.4f +- %.4f | %.4f +- %.4f | %.4f +- %.4f | %s | %.2fx |" % (
-            st, shape, len(r), *ld, *li, *gd, *gi, par, cost[0]))
+        print("| %s | %s | %d | %.4f +- %.4f | %.4f +- %.4f | %.4f +- %.4f | %.4f +- %.4f | %s | %s | %.2fx |" % (
+            name, shape, len(r), *ld, *li, *gd, *gi, pd, par, cost[0]))
 PY

@@ -50,7 +50,16 @@ void nf_dep_data_free(nf_dep_data *d)
     memset(d, 0, sizeof *d);
 }
 
-/* Blocks of 1 + round(U^-2 - 1) points (Pareto(0.5) of the Lomax form), capped; g per block. */
+/* The size of the next block (equi) or family (kinship): 1 + round(U^-2 - 1) points (Pareto(0.5) of
+ * the Lomax form), capped at 1000 and at the `left` points still without one. */
+static size_t block_size(nf_rng *rng, size_t left)
+{
+    double u = nf_rng_uniform(rng), draw = 1 + round(1 / (u * u) - 1);
+    size_t size = draw > 1000 ? 1000 : (size_t)draw;
+    return size < left ? size : left;
+}
+
+/* Blocks of block_size() points; g per block. */
 static int make_equi(nf_dep_data *d, double *g, nf_rng *rng)
 {
     size_t n = d->n, at = 0, cap = 64;
@@ -58,9 +67,7 @@ static int make_equi(nf_dep_data *d, double *g, nf_rng *rng)
     d->rho = malloc(cap * sizeof *d->rho);
     if (!d->group || !d->rho) return nf_error(NF_ENOMEM, "out of memory for %zu dependent rows", n);
     while (at < n) {
-        double u = nf_rng_uniform(rng), draw = 1 + round(1 / (u * u) - 1);
-        size_t left = n - at, size = draw > 1000 ? 1000 : (size_t)draw;
-        if (size > left) size = left;
+        size_t size = block_size(rng, n - at);
         if (d->n_blocks == cap) {
             double *r = realloc(d->rho, 2 * cap * sizeof *r);
             if (!r) return nf_error(NF_ENOMEM, "out of memory for the blocks of %zu rows", n);
@@ -91,9 +98,45 @@ static int cmp_triplet(const void *a, const void *b)
     return x->c < y->c ? -1 : x->c > y->c;
 }
 
+/* Families of block_size() points, K_ij = kappa_f for two members of family f (uniform in [0.5, 0.99]
+ * per family), 1 on the diagonal, 0 across families; per column of g and family, one shared draw c_f:
+ *     g_i = sqrt(lambda) e_i + sqrt(1 - lambda) (sqrt(kappa_f) c_f + sqrt(1 - kappa_f) e'_i).
+ * K's upper triangle goes out family by family, rows ascending, so the triplets are sorted. */
+static int make_families(nf_dep_data *d, double *g, nf_rng *rng)
+{
+    size_t n = d->n, at = 0, cap = 0;
+    const double sl = sqrt(d->lambda), sk = sqrt(1 - d->lambda);
+    while (at < n) {
+        size_t size = block_size(rng, n - at), need = d->nnz + size * (size + 1) / 2;
+        double kappa = 0.5 + 0.49 * nf_rng_uniform(rng);
+        if (need > cap) {
+            cap = need > 2 * cap ? need : 2 * cap;
+            int64_t *r = realloc(d->row, cap * sizeof *r);
+            if (r) d->row = r;
+            int64_t *c = r ? realloc(d->col, cap * sizeof *c) : NULL;
+            if (c) d->col = c;
+            double *v = c ? realloc(d->val, cap * sizeof *v) : NULL;
+            if (!v) return nf_error(NF_ENOMEM, "out of memory for a kinship matrix of %zu rows", n);
+            d->val = v;
+        }
+        for (size_t i = at; i < at + size; i++)
+            for (size_t j = i; j < at + size; j++, d->nnz++) {
+                d->row[d->nnz] = (int64_t)i, d->col[d->nnz] = (int64_t)j;
+                d->val[d->nnz] = i == j ? 1 : kappa;
+            }
+        for (int j = 0; j < 2; j++) {
+            double c = nf_rng_normal(rng);
+            for (size_t i = at; i < at + size; i++)
+                g[2 * i + j] = sl * nf_rng_normal(rng) + sk * (sqrt(kappa) * c + sqrt(1 - kappa) * nf_rng_normal(rng));
+        }
+        at += size;
+    }
+    return NF_OK;
+}
+
 /* C unit lower triangular with up to two entries in [0.5, 0.99] per row; K = D^-1/2 C C^T D^-1/2,
  * D = diag(C C^T); g = sqrt(lambda) e + sqrt(1 - lambda) D^-1/2 C e'. */
-static int make_kinship(nf_dep_data *d, double *g, nf_rng *rng)
+static int make_pedigree(nf_dep_data *d, double *g, nf_rng *rng)
 {
     size_t n = d->n;
     enum { PER_ROW = 3 };
@@ -187,7 +230,8 @@ static int make_kinship(nf_dep_data *d, double *g, nf_rng *rng)
     return rc;
 }
 
-int nf_dep_data_make(nf_dep_data *d, const char *shape, nf_dep_kind kind, size_t n, double lambda, nf_rng *rng)
+int nf_dep_data_make(nf_dep_data *d, const char *shape, nf_dep_kind kind, nf_dep_relatives relatives, size_t n,
+                     double lambda, nf_rng *rng)
 {
     memset(d, 0, sizeof *d);
     if (!nf_dep_shape_known(shape)) return nf_error(NF_EINVAL, "unknown shape '%s' (expected %s)", shape, NF_DEP_SHAPES);
@@ -197,11 +241,15 @@ int nf_dep_data_make(nf_dep_data *d, const char *shape, nf_dep_kind kind, size_t
     d->n = n;
     d->kind = kind;
     d->lambda = lambda;
+    d->relatives = relatives;
     d->x = malloc(n * 2 * sizeof *d->x);
     d->logp = malloc(n * sizeof *d->logp);
     double *g = malloc(n * 2 * sizeof *g);
     int rc = d->x && d->logp && g ? NF_OK : nf_error(NF_ENOMEM, "out of memory for %zu dependent rows", n);
-    if (rc == NF_OK) rc = kind == NF_DEP_EQUI ? make_equi(d, g, rng) : make_kinship(d, g, rng);
+    if (rc == NF_OK)
+        rc = kind == NF_DEP_EQUI               ? make_equi(d, g, rng)
+             : relatives == NF_DEP_FAMILIES ? make_families(d, g, rng)
+                                            : make_pedigree(d, g, rng);
     if (rc == NF_OK) rc = nf_dep_shape_apply(shape, g, n, d->x, d->logp);
     free(g);
     if (rc != NF_OK) nf_dep_data_free(d);

@@ -14,10 +14,15 @@
  *   equi      blocks of sizes 1 + round(Pareto(0.5)) (the Lomax draw U^-2 - 1), capped at 1000 and at
  *             the points left; rho per block uniform in [0.5, 0.99];
  *             g_i = sqrt(rho) c_block + sqrt(1 - rho) e_i;
- *   kinship   Sigma = lambda I + (1 - lambda) K with K = D^-1/2 C C^T D^-1/2 (unit diagonal), C unit
- *             lower triangular with up to two entries per row, uniform in [0.5, 0.99], at random
- *             earlier columns (so K is sparse and positive definite);
- *             g = sqrt(lambda) e + sqrt(1 - lambda) D^-1/2 C e'.
+ *   kinship   Sigma = lambda I + (1 - lambda) K, K sparse and positive definite with unit diagonal,
+ *             relatives drawn one of two ways:
+ *     families  (the default) families of the equi blocks' sizes, K_ij = kappa_f for two members of
+ *               family f, kappa_f uniform in [0.5, 0.99], 0 across families: a shared family effect;
+ *               g_i = sqrt(lambda) e_i + sqrt(1 - lambda) (sqrt(kappa_f) c_f + sqrt(1 - kappa_f) e'_i);
+ *     pedigree  K = D^-1/2 C C^T D^-1/2, C unit lower triangular with up to two entries per row,
+ *               uniform in [0.5, 0.99], at random earlier columns (each point's "parents");
+ *               g = sqrt(lambda) e + sqrt(1 - lambda) D^-1/2 C e'.  Relatives correlate by about 0.2
+ *               at lambda = 0.5, too little to bias i.i.d. training (bench/RESULTS.md).
  */
 #ifndef NF_DEPENDENT_DATA_H
 #define NF_DEPENDENT_DATA_H
@@ -30,6 +35,9 @@
 
 #define NF_DEP_SHAPES "sign|abs|crescent|sine|crescent-cube"
 
+typedef enum nf_dep_relatives { NF_DEP_FAMILIES, NF_DEP_PEDIGREE } nf_dep_relatives;
+#define NF_DEP_RELATIVES "families|pedigree"
+
 typedef struct nf_dep_data {
     size_t n;
     double *x;              /* (n, 2) */
@@ -40,6 +48,7 @@ typedef struct nf_dep_data {
     size_t n_blocks;
     double *rho;            /* (n_blocks) */
     /* kinship: K's upper triangle (row <= col) with the diagonal, as triplets */
+    nf_dep_relatives relatives;
     size_t nnz;
     int64_t *row, *col;     /* (nnz) */
     double *val;            /* (nnz) */
@@ -50,8 +59,10 @@ typedef struct nf_dep_data {
 int nf_dep_shape_known(const char *name);
 /* Map g (n x 2) to x (n x 2) and the marginal log-density (may be NULL). */
 int nf_dep_shape_apply(const char *name, const double *g, size_t n, double *x, double *logp);
-/* n dependent rows of a shape under a structure (kinship: lambda in (0, 1)). */
-int nf_dep_data_make(nf_dep_data *d, const char *shape, nf_dep_kind kind, size_t n, double lambda, nf_rng *rng);
+/* n dependent rows of a shape under a structure (kinship: lambda in (0, 1) and how relatives are drawn;
+ * equi ignores both). */
+int nf_dep_data_make(nf_dep_data *d, const char *shape, nf_dep_kind kind, nf_dep_relatives relatives, size_t n,
+                     double lambda, nf_rng *rng);
 void nf_dep_data_free(nf_dep_data *d);
 /* n i.i.d. rows of a shape with their exact log-densities. */
 int nf_dep_data_iid(const char *shape, size_t n, nf_rng *rng, double *x, double *logp);

@@ -3,7 +3,8 @@
  * every batch of a small data set equals its joint log-likelihood (nf_model_dependent_joint), eval is the
  * marginal flow density, the trainer recovers a known rho from block-correlated data and a known lambda
  * from kinship-correlated data (alternating updates on their schedule), save / open /
- * attach round trip, and the errors (a base other than normal, a structure that does not fit). */
+ * attach round trip, the errors (a base other than normal, a structure that does not fit), and nf data
+ * make's kinship sets (their K and the lambda of their inputs). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/h5.h"
+#include "datasets/dependent_data.h"
 #include "training/model_dependent.h"
 #include "training/model_file.h"
 #include "training/trainer.h"
@@ -226,6 +228,18 @@ START_TEST(test_recovers_rho)
 }
 END_TEST
 
+/* L = the lower Cholesky factor of S (n x n; L and S distinct). */
+static void cholesky_lower(double *L, const double *S, size_t n)
+{
+    memset(L, 0, n * n * sizeof *L);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j <= i; j++) {
+            double v = S[i * n + j];
+            for (size_t k = 0; k < j; k++) v -= L[i * n + k] * L[j * n + k];
+            L[i * n + j] = i == j ? sqrt(v) : v / L[j * n + j];
+        }
+}
+
 /* Rows x = M z + mu with z ~ N(0, I_2 kron Sigma), Sigma = 0.5 I + 0.5 K: the trainer's alternating
  * updates recover lambda, at the scheduled steps 100, 200, 400 and 800 of 1500. */
 START_TEST(test_recovers_lambda)
@@ -245,12 +259,11 @@ START_TEST(test_recovers_lambda)
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++) L[i * n + j] = K[i * n + j] / sqrt(K[i * n + i] * K[j * n + j]);
     memcpy(K, L, n * n * sizeof *K);
-    for (size_t i = 0; i < n; i++) /* L = cholesky(Sigma), lower, in place */
-        for (size_t j = 0; j <= i; j++) {
-            double v = (i == j ? lambda : 0) + (1 - lambda) * K[i * n + j];
-            for (size_t k = 0; k < j; k++) v -= L[i * n + k] * L[j * n + k];
-            L[i * n + j] = i == j ? sqrt(v) : v / L[j * n + j];
-        }
+    for (size_t k = 0; k < n * n; k++) L[k] = (1 - lambda) * K[k] + (k % (n + 1) == 0 ? lambda : 0); /* Sigma */
+    double *S = L;
+    L = malloc(n * n * sizeof *L);
+    cholesky_lower(L, S, n);
+    free(S);
     for (size_t i = 0; i < n; i++) {
         double z0 = 0, z1 = 0;
         for (size_t k = 0; k <= i; k++) z0 += L[i * n + k] * e[2 * k], z1 += L[i * n + k] * e[2 * k + 1];
@@ -276,6 +289,103 @@ START_TEST(test_recovers_lambda)
                   (double)m->S->value[sl->offset + 1]);
     nf_model_free(m);
     free(B), free(e), free(x), free(K), free(L);
+}
+END_TEST
+
+/* nf data make's kinship sets (datasets/dependent_data.h), families (_i = 0) and pedigree (_i = 1).
+ * Their K: the upper triangle well formed (unit diagonal, entries in (0, 1), each pair once), families
+ * contiguous blocks holding every pair of their members at one kappa in [0.5, 0.99] and nothing
+ * across blocks, and K accepted by nf_dep_kinship_create (symmetric, positive semi-definite).  Their
+ * inputs g (recovered from x): with Sigma = lambda I + (1 - lambda) K from the K written beside them,
+ * each column's g^T Sigma^-1 g is chi-square with n degrees of freedom, so over R data sets the mean
+ * of g^T Sigma^-1 g / n is 1 within a few sqrt(2 / (2 n R)) (0.005 here); inputs without the
+ * correlation (g i.i.d.) would give tr(Sigma^-1) / n instead: 1.50 for these families, 1.22 for
+ * these pedigrees. */
+static void kinship_set(nf_dep_data *D, int pedigree, size_t n, double lambda, uint64_t seed, double *K, nf_real *Z)
+{
+    nf_rng *rng = nf_rng_alloc(seed, 1);
+    ck_assert_int_eq(nf_dep_data_make(D, "sign", NF_DEP_KINSHIP, pedigree ? NF_DEP_PEDIGREE : NF_DEP_FAMILIES, n,
+                                      lambda, rng),
+                     NF_OK);
+    nf_rng_free(rng);
+    memset(K, 0, n * n * sizeof *K);
+    size_t diag = 0;
+    for (size_t q = 0; q < D->nnz; q++) {
+        int64_t i = D->row[q], j = D->col[q];
+        ck_assert_msg(i >= 0 && i <= j && j < (int64_t)n, "triplet %zu at (%lld, %lld)", q, (long long)i, (long long)j);
+        ck_assert_msg(K[i * n + j] == 0, "(%lld, %lld) twice", (long long)i, (long long)j);
+        K[i * n + j] = K[j * n + i] = D->val[q];
+        if (i == j) diag++;
+        ck_assert(i == j ? fabs(D->val[q] - 1) < 1e-12 : D->val[q] > 0 && D->val[q] < 1);
+    }
+    ck_assert_uint_eq(diag, n);
+    for (size_t i = 0; i < n; i++) { /* sign: x1 = g1, x2 = sign(x1) + x1 + e^-1.5 g2 */
+        double x1 = D->x[2 * i];
+        Z[2 * i] = (nf_real)x1;
+        Z[2 * i + 1] = (nf_real)((D->x[2 * i + 1] - ((x1 > 0) - (x1 < 0)) - x1) / exp(-1.5));
+    }
+}
+
+START_TEST(test_data_kinship)
+{
+    const double lambda = 0.5;
+    size_t n = 400;
+    double *K = malloc(n * n * sizeof *K), *S = malloc(n * n * sizeof *S), *L = malloc(n * n * sizeof *L);
+    nf_real *Z = malloc(n * 2 * sizeof *Z);
+    nf_dep_data D;
+    kinship_set(&D, _i, n, lambda, 7, K, Z);
+    if (_i == 0) {
+        size_t pairs = 0;
+        for (size_t a = 0, b; a < n; a = b) {
+            for (b = a + 1; b < n && K[b * n + b - 1] != 0; b++) {}
+            const double kappa = b > a + 1 ? K[a * n + a + 1] : 0.5;
+            ck_assert_msg(kappa >= 0.5 && kappa <= 0.99, "family at %zu: kappa %g", a, kappa);
+            for (size_t i = a; i < b; i++)
+                for (size_t j = 0; j < n; j++) {
+                    double want = i == j ? 1 : j >= a && j < b ? kappa : 0;
+                    ck_assert_msg(K[i * n + j] == want, "K(%zu, %zu) = %g (family %zu..%zu: expected %g)", i, j,
+                                  K[i * n + j], a, b - 1, want);
+                }
+            pairs += (b - a) * (b - a + 1) / 2;
+        }
+        ck_assert_uint_eq(pairs, D.nnz);
+    }
+    nf_dep *d;
+    ck_assert_msg(nf_dep_kinship_create(&d, K, n, n, n) == NF_OK, "%s", nf_strerror_last());
+    nf_dep_free(d);
+    nf_dep_data_free(&D);
+    /* the inputs' covariance, over R small sets */
+    enum { R = 1000, NS = 40 };
+    n = NS;
+    double q = 0, tr = 0;
+    for (int r = 0; r < R; r++) {
+        kinship_set(&D, _i, n, lambda, 100 + (uint64_t)r, K, Z);
+        for (size_t k = 0; k < n * n; k++) S[k] = (1 - lambda) * K[k] + (k % (n + 1) == 0 ? lambda : 0);
+        cholesky_lower(L, S, n);
+        for (int c = 0; c < 2; c++) { /* |L^-1 g|^2 by forward substitution */
+            double y[NS];
+            for (size_t i = 0; i < n; i++) {
+                double v = (double)Z[2 * i + c];
+                for (size_t k = 0; k < i; k++) v -= L[i * n + k] * y[k];
+                y[i] = v / L[i * n + i];
+                q += y[i] * y[i] / (2.0 * n * R);
+            }
+        }
+        for (size_t i = 0; i < n; i++) { /* tr(Sigma^-1) = |L^-1|_F^2, column by column of the identity */
+            double y[NS];
+            for (size_t j = i; j < n; j++) {
+                double v = i == j;
+                for (size_t k = i; k < j; k++) v -= L[j * n + k] * y[k];
+                y[j] = v / L[j * n + j];
+                tr += y[j] * y[j] / ((double)n * R);
+            }
+        }
+        nf_dep_data_free(&D);
+    }
+    if (getenv("NF_TEST_VERBOSE"))
+        fprintf(stderr, "%s: mean g^T Sigma^-1 g / n %.4f, tr(Sigma^-1) / n %.4f\n", _i ? "pedigree" : "families", q, tr);
+    ck_assert_msg(fabs(q - 1) < 0.03, "%s: mean g^T Sigma^-1 g / n = %g (expected 1)", _i ? "pedigree" : "families", q);
+    free(K), free(S), free(L), free(Z);
 }
 END_TEST
 
@@ -456,6 +566,7 @@ static Suite *dependent_model_suite(void)
     tcase_add_test(tc, test_loss_unbiased_for_joint);
     tcase_add_loop_test(tc, test_recovers_rho, 0, 2);
     tcase_add_test(tc, test_recovers_lambda);
+    tcase_add_loop_test(tc, test_data_kinship, 0, 2);
     tcase_add_test(tc, test_save_open_attach);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_load_files);
