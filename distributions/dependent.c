@@ -33,6 +33,10 @@ void nf_dep_free(nf_dep *d)
     free(d->eval);
     free(d->evec);
     free(d->evec_r);
+    free(d->comp);
+    free(d->comp_start);
+    free(d->comp_pts);
+    free(d->comp_cols);
     free(d->A);
     free(d->dA);
     free(d->theta);
@@ -150,6 +154,115 @@ static void equi_entries(double m, double rho, double *a_ii, double *a_ij, doubl
 
 /* ---- kinship mixture ---------------------------------------------------------------------------- */
 
+/* Eigenpairs of the symmetric m x m matrix a (column-major, overwritten by the eigenvectors as its
+ * columns), eigenvalues ascending into w: LAPACK dsyevd. */
+static int eigh(double *a, int m, double *w)
+{
+    int lwork = -1, liwork = -1, info = 0, iw = 0;
+    double wq = 0;
+    dsyevd_("V", "U", &m, a, &m, w, &wq, &lwork, &iw, &liwork, &info, 1, 1);
+    lwork = (int)wq + 1;
+    liwork = iw;
+    double *work = malloc((size_t)lwork * sizeof *work);
+    int *iwork = malloc((size_t)liwork * sizeof *iwork);
+    if (!work || !iwork) info = -1000;
+    else dsyevd_("V", "U", &m, a, &m, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+    free(work);
+    free(iwork);
+    if (info == -1000) return nf_error(NF_ENOMEM, "out of memory for the eigendecomposition of K");
+    if (info != 0) return nf_error(NF_ENOCONV, "eigendecomposition of the kinship matrix failed (LAPACK dsyevd info %d)", info);
+    return NF_OK;
+}
+
+static int find_root(int *up, int i)
+{
+    while (up[i] != i) i = up[i] = up[up[i]];
+    return i;
+}
+
+/* d->comp, d->comp_start, d->comp_pts: the connected components of K's graph (union-find over the
+ * nonzero entries above the diagonal), numbered by their smallest point. */
+static int kin_components(nf_dep *d, const double *K)
+{
+    const size_t n = d->n;
+    int *up = malloc(n * sizeof *up);
+    d->comp = malloc(n * sizeof *d->comp);
+    d->comp_start = calloc(n + 1, sizeof *d->comp_start);
+    d->comp_pts = malloc(n * sizeof *d->comp_pts);
+    d->comp_cols = malloc(n * sizeof *d->comp_cols);
+    if (!up || !d->comp || !d->comp_start || !d->comp_pts || !d->comp_cols) {
+        free(up);
+        return nf_error(NF_ENOMEM, "out of memory for the families of a kinship matrix");
+    }
+    for (size_t i = 0; i < n; i++) up[i] = (int)i;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (K[i * n + j] != 0 || K[j * n + i] != 0) {
+                int a = find_root(up, (int)i), b = find_root(up, (int)j);
+                if (a != b) up[a > b ? a : b] = a < b ? a : b;
+            }
+    d->n_comp = 0;
+    for (size_t i = 0; i < n; i++) { /* a root is its component's smallest point: numbered in order */
+        int r = find_root(up, (int)i);
+        d->comp[i] = r == (int)i ? d->n_comp++ : d->comp[r];
+    }
+    for (size_t i = 0; i < n; i++) d->comp_start[d->comp[i] + 1]++;
+    for (int c = 0; c < d->n_comp; c++) d->comp_start[c + 1] += d->comp_start[c];
+    free(up);
+    size_t *fill = malloc((size_t)d->n_comp * sizeof *fill);
+    if (!fill) return nf_error(NF_ENOMEM, "out of memory for the families of a kinship matrix");
+    memcpy(fill, d->comp_start, (size_t)d->n_comp * sizeof *fill);
+    for (size_t i = 0; i < n; i++) d->comp_pts[fill[d->comp[i]]++] = (int)i;
+    free(fill);
+    return NF_OK;
+}
+
+typedef struct {
+    double value;
+    int column;
+} eigen_key;
+
+static int by_eigenvalue(const void *a, const void *b)
+{
+    const eigen_key *x = a, *y = b;
+    return x->value < y->value ? -1 : x->value > y->value ? 1 : x->column - y->column;
+}
+
+/* U and the eigenvalues of K (made exactly symmetric), one component at a time: a component of m
+ * points costs an m x m eigendecomposition (K of families of relatives: a few m^3 instead of n^3).
+ * a (n x n) receives U column-major, columns in the order of the components; w their eigenvalues;
+ * col_comp the component of each column. */
+static int kin_eigen(nf_dep *d, const double *K, double *a, double *w, int *col_comp)
+{
+    const size_t n = d->n;
+    size_t mmax = 0;
+    for (int c = 0; c < d->n_comp; c++) {
+        size_t m = d->comp_start[c + 1] - d->comp_start[c];
+        mmax = m > mmax ? m : mmax;
+    }
+    double *blk = d->n_comp > 1 ? malloc(mmax * mmax * sizeof *blk) : a;
+    if (!blk) return nf_error(NF_ENOMEM, "out of memory for the eigendecomposition of K");
+    if (d->n_comp > 1) memset(a, 0, n * n * sizeof *a);
+    int rc = NF_OK;
+    for (int c = 0; c < d->n_comp && rc == NF_OK; c++) {
+        const size_t off = d->comp_start[c], m = d->comp_start[c + 1] - off;
+        const int *pts = d->comp_pts + off;
+        for (size_t r = 0; r < m; r++)
+            for (size_t q = 0; q < m; q++) {
+                size_t i = (size_t)pts[r], j = (size_t)pts[q];
+                blk[q * m + r] = 0.5 * (K[i * n + j] + K[j * n + i]);
+            }
+        rc = eigh(blk, (int)m, w + off);
+        for (size_t k = 0; rc == NF_OK && k < m; k++) {
+            col_comp[off + k] = c;
+            if (d->n_comp > 1)
+                for (size_t r = 0; r < m; r++) a[(off + k) * n + (size_t)pts[r]] = blk[k * m + r];
+        }
+    }
+    if (blk != a) free(blk);
+    return rc;
+}
+
 int nf_dep_kinship_create(nf_dep **out, const double *K, size_t rows, size_t cols, size_t n)
 {
     *out = NULL;
@@ -178,29 +291,18 @@ int nf_dep_kinship_create(nf_dep **out, const double *K, size_t rows, size_t col
     d->eval = malloc(n * sizeof *d->eval);
     d->evec = malloc(n * n * sizeof *d->evec);
     d->evec_r = malloc(n * n * sizeof *d->evec_r);
-    double *a = malloc(n * n * sizeof *a);
-    int rc = d->eval && d->evec && d->evec_r && a ? NF_OK
-                                                  : nf_error(NF_ENOMEM, "out of memory for the eigenvectors of a "
-                                                                        "%zu x %zu kinship matrix", n, n);
-    if (rc == NF_OK) {
-        /* symmetric: row-major K is its own column-major form; average the two halves */
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < n; j++) a[i * n + j] = 0.5 * (K[i * n + j] + K[j * n + i]);
-        int N = (int)n, lwork = -1, liwork = -1, info = 0, iw = 0;
-        double wq = 0;
-        dsyevd_("V", "U", &N, a, &N, d->eval, &wq, &lwork, &iw, &liwork, &info, 1, 1);
-        lwork = (int)wq + 1;
-        liwork = iw;
-        double *work = malloc((size_t)lwork * sizeof *work);
-        int *iwork = malloc((size_t)liwork * sizeof *iwork);
-        if (!work || !iwork) rc = nf_error(NF_ENOMEM, "out of memory for the eigendecomposition of K");
-        if (rc == NF_OK) dsyevd_("V", "U", &N, a, &N, d->eval, work, &lwork, iwork, &liwork, &info, 1, 1);
-        free(work);
-        free(iwork);
-        if (rc == NF_OK && info != 0)
-            rc = nf_error(NF_ENOCONV, "eigendecomposition of the kinship matrix failed (LAPACK dsyevd info %d)", info);
-    }
-    if (rc == NF_OK) {
+    double *a = malloc(n * n * sizeof *a), *w = malloc(n * sizeof *w);
+    int *order = malloc(n * sizeof *order), *col_comp = malloc(n * sizeof *col_comp);
+    eigen_key *key = malloc(n * sizeof *key);
+    int rc = d->eval && d->evec && d->evec_r && a && w && order && col_comp && key
+                 ? NF_OK
+                 : nf_error(NF_ENOMEM, "out of memory for the eigenvectors of a %zu x %zu kinship matrix", n, n);
+    if (rc == NF_OK) rc = kin_components(d, K);
+    if (rc == NF_OK) rc = kin_eigen(d, K, a, w, col_comp);
+    if (rc == NF_OK) { /* all eigenvalues ascending (stable: a component's columns keep their order) */
+        for (size_t k = 0; k < n; k++) key[k] = (eigen_key){w[k], (int)k};
+        qsort(key, n, sizeof *key, by_eigenvalue);
+        for (size_t k = 0; k < n; k++) order[k] = key[k].column, d->eval[k] = key[k].value;
         double emax = fmax(fabs(d->eval[0]), fabs(d->eval[n - 1]));
         if (d->eval[0] < -1e-8 * fmax(emax, 1e-300))
             rc = nf_error(NF_EINVAL,
@@ -210,14 +312,20 @@ int nf_dep_kinship_create(nf_dep **out, const double *K, size_t rows, size_t col
     if (rc == NF_OK) {
         for (size_t k = 0; k < n; k++)
             if (d->eval[k] < 0) d->eval[k] = 0;
-        /* column-major output: a[k n + i] = U_ik; keep U row-major */
+        /* column-major a[k n + i] = U_ik in the components' order; keep U row-major, columns sorted */
         for (size_t i = 0; i < n; i++)
             for (size_t k = 0; k < n; k++) {
-                d->evec[i * n + k] = a[k * n + i];
-                d->evec_r[i * n + k] = (nf_real)a[k * n + i];
+                d->evec[i * n + k] = a[(size_t)order[k] * n + i];
+                d->evec_r[i * n + k] = (nf_real)a[(size_t)order[k] * n + i];
             }
+        /* each component's columns, in sorted order */
+        size_t *fill = malloc((size_t)d->n_comp * sizeof *fill);
+        if (!fill) rc = nf_error(NF_ENOMEM, "out of memory for the families of a kinship matrix");
+        for (int c = 0; fill && c < d->n_comp; c++) fill[c] = d->comp_start[c];
+        for (size_t k = 0; fill && k < n; k++) d->comp_cols[fill[col_comp[order[k]]]++] = (int)k;
+        free(fill);
     }
-    free(a);
+    free(a), free(w), free(order), free(col_comp), free(key);
     if (rc != NF_OK) {
         nf_dep_free(d);
         return rc;
@@ -311,15 +419,46 @@ static void kinship_block(nf_dep *d, double lam, const size_t *idx, int b, doubl
     for (size_t k = 0; k < (size_t)b * b; k++) out[k] = d->M[k];
 }
 
+/* A of several components: within component c of m points, A_cc = W_c W_c^T with W_c = U restricted to
+ * its points and its own eigenvectors, scaled by s^-1/2 (m x m; sum over components of m^3 multiply-
+ * adds); A is zero across components, where the lookups read nothing (kin_lookup_rows). */
+static int kin_cache_components(nf_dep *d, double lam)
+{
+    const size_t n = d->n;
+    size_t mmax = 0;
+    for (int c = 0; c < d->n_comp; c++) {
+        size_t m = d->comp_start[c + 1] - d->comp_start[c];
+        mmax = m > mmax ? m : mmax;
+    }
+    nf_real *W = malloc(2 * mmax * mmax * sizeof *W), *T = W + mmax * mmax;
+    if (!W) return nf_error(NF_ENOMEM, "out of memory for the precision of a kinship structure");
+    for (int c = 0; c < d->n_comp; c++) {
+        const size_t off = d->comp_start[c], m = d->comp_start[c + 1] - off;
+        const int *pts = d->comp_pts + off, *cols = d->comp_cols + off;
+        for (size_t r = 0; r < m; r++)
+            for (size_t q = 0; q < m; q++) {
+                size_t k = (size_t)cols[q];
+                W[r * m + q] = (nf_real)(d->evec[(size_t)pts[r] * n + k] / sqrt(lam + (1 - lam) * d->eval[k]));
+            }
+        nf_gemm(0, 1, (int)m, (int)m, (int)m, 1, W, (int)m, W, (int)m, 0, T, (int)m);
+        for (size_t r = 0; r < m; r++) /* points ascending: pts[q] <= pts[r] for q <= r, the lower triangle */
+            for (size_t q = 0; q <= r; q++) d->Acache[(size_t)pts[r] * n + (size_t)pts[q]] = T[r * m + q];
+    }
+    free(W);
+    d->cache_lam = lam;
+    return NF_OK;
+}
+
 /* The whole A = U diag(1/s) U^T = W W^T, W = U diag(s^-1/2) (n x n), rebuilt when lambda changes: the
  * lower triangle by blocks of rows (block r: rows r of W against rows 0..r1 of W, n^3 multiply-adds
- * in all, half the full product); lookups read the lower triangle. */
+ * in all, half the full product), or component by component; lookups read the lower triangle. */
 static int kin_cache(nf_dep *d, double lam)
 {
     ahead_finish(d);
     if (d->Acache && d->cache_lam == lam) return NF_OK;
     size_t n = d->n;
     if (!d->Acache) d->Acache = malloc(n * n * sizeof *d->Acache);
+    if (d->Acache && d->n_comp > 1) return kin_cache_components(d, lam); /* the pages between stay untouched */
     nf_real *W = malloc(n * n * sizeof *W);
     if (!d->Acache || !W) {
         free(W);
@@ -350,6 +489,25 @@ typedef struct {
     double *A;
 } kin_lookup_job;
 
+/* kin_lookup_rows with several components: A_ij = 0 across components, read only within one (the
+ * entries within components are the few a family-structured K has: 7 MB of the table for 5,000
+ * points in families of up to 1,000, read from the caches rather than memory). */
+static void kin_lookup_rows_components(const kin_lookup_job *J, int i0, int i1)
+{
+    const nf_real *C = J->d->Acache;
+    const int *comp = J->d->comp;
+    const size_t n = J->d->n, *idx = J->idx;
+    for (int i = i0; i < i1; i++) {
+        size_t pi = idx[i];
+        int ci = comp[pi];
+        double *Ai = J->A + (size_t)i * J->b;
+        for (int j = 0; j <= i; j++) {
+            size_t pj = idx[j], hi = pi > pj ? pi : pj, lo = pi ^ pj ^ hi;
+            Ai[j] = comp[pj] == ci ? C[hi * n + lo] : 0;
+        }
+    }
+}
+
 /* A_ij for j <= i of the rows i0 <= i < i1.  Each read misses the caches, and a core keeps only so
  * many misses in flight: the entries of row i + AHEAD are prefetched (into L2) while row i is read,
  * which overlaps the two rows' misses (27% less time a batch in a microbenchmark of 256-point batches
@@ -360,6 +518,10 @@ static void kin_lookup_rows(const kin_lookup_job *J, int i0, int i1)
     const int b = J->b;
     const nf_real *C = J->d->Acache;
     const size_t n = J->d->n, *idx = J->idx;
+    if (J->d->n_comp > 1) {
+        kin_lookup_rows_components(J, i0, i1);
+        return;
+    }
     for (int i = i0; i < i1; i++) {
         if (i + AHEAD < b) {
             size_t pn = idx[i + AHEAD];

@@ -17,6 +17,9 @@
  *   kinship  Sigma = lambda I + (1 - lambda) K with a known symmetric PSD K = U diag(e) U^T (one
  *            eigendecomposition, LAPACK dsyevd): s_k = lambda + (1 - lambda) e_k,
  *            log det Sigma = sum_k log s_k,  A_ij = sum_k U_ik U_jk / s_k  (theta = lambda).
+ *            K's graph (i ~ j when K_ij != 0) falls into connected components, families of
+ *            relatives: each has its own eigenpairs (an m x m eigendecomposition per component of
+ *            m points, instead of one of n x n), and A_ij = 0 across components.
  *
  * The minibatch estimator: for a batch B of b distinct points drawn uniformly, point i in B gets
  *
@@ -31,9 +34,11 @@
  * Cost of a batch: equi O(b p) (sums of the batch's latents per block); kinship O(b n p) through
  * the eigenbasis (never forming A: lambda trained by gradient), or, with nf_dep_kinship_cache, O(b^2 p)
  * by looking entries up in the whole A (n^2 memory, n^3 multiply-adds whenever lambda changes: a
- * fixed lambda, or one set between steps by nf_dep_best_theta).  Those lookups are memory latency
- * (b (b + 1) / 2 reads at random places of the n x n table); with two or more threads
- * nf_dep_batch_prepare starts them on the worker pool before the flow's forward pass.
+ * fixed lambda, or one set between steps by nf_dep_best_theta; with components, only their blocks:
+ * sum of m^3 multiply-adds, sum of m^2 entries).  Those lookups are memory latency (b (b + 1) / 2
+ * reads at random places of the n x n table; with components, reads only within one, of a table
+ * small enough for the caches); with two or more threads nf_dep_batch_prepare starts them on the
+ * worker pool before the flow's forward pass.
  *
  * An nf_dep keeps a per-batch workspace (grown when a larger batch arrives): one instance must not
  * be used from two threads at once (the pool's workers it starts excepted, which it waits for).
@@ -61,6 +66,14 @@ typedef struct nf_dep {
     double *eval;           /* (n) eigenvalues of K, ascending (tiny negative rounding set to 0) */
     double *evec;           /* (n, n) row-major: row i holds U_i., point i in the eigenbasis */
     nf_real *evec_r;        /* the same as nf_real, for nf_gemm */
+    /* K's graph (i ~ j when K_ij != 0) in connected components (families of relatives), each with its
+     * own eigenpairs: U is block diagonal up to the order of points and columns */
+    int n_comp;
+    int *comp;              /* (n) component of each point */
+    size_t *comp_start;     /* (n_comp + 1) offsets into comp_pts and comp_cols (a component of m points
+                             * has m eigenvectors) */
+    int *comp_pts;          /* (n) the points of each component, ascending */
+    int *comp_cols;         /* (n) the columns of U (eigenvectors) of each component */
     /* per-batch workspace (internal) */
     int cap_b;
     size_t cap_w;

@@ -56,6 +56,25 @@ static double *kinship_matrix(size_t n, size_t r, uint64_t seed)
     return K;
 }
 
+/* K of families (several connected components, their points interleaved): point i in family
+ * (5 i + 2) mod 4, except point 3 alone, each family's block a kinship_matrix of its size (rank
+ * min(m, 3)), zero across families.  For n = 9: {2, 6}, {7}, {0, 4, 8}, {1, 5}, {3}. */
+static double *kinship_families(size_t n, uint64_t seed)
+{
+    double *K = calloc(n * n, sizeof *K);
+    for (int f = 0; f < 5; f++) {
+        size_t pts[64], m = 0;
+        for (size_t i = 0; i < n && m < 64; i++)
+            if ((i == 3 ? 4 : (int)((5 * i + 2) % 4)) == f) pts[m++] = i;
+        if (!m) continue;
+        double *B = kinship_matrix(m, m < 3 ? m : 3, seed + (uint64_t)f);
+        for (size_t r = 0; r < m; r++)
+            for (size_t q = 0; q < m; q++) K[pts[r] * n + pts[q]] = B[r * m + q];
+        free(B);
+    }
+    return K;
+}
+
 /* The dense Sigma of a structure at theta. */
 static gsl_matrix *dense_sigma(const nf_dep *d, const double *theta, const double *K)
 {
@@ -130,13 +149,16 @@ START_TEST(test_equi_against_cholesky)
 }
 END_TEST
 
+/* _i = 0: one dense K; 1: a K of five families (components), each with its own eigenpairs */
 START_TEST(test_kinship_against_cholesky)
 {
     size_t n = 9;
-    double *K = kinship_matrix(n, 6, 11);
+    double *K = _i ? kinship_families(n, 11) : kinship_matrix(n, 6, 11);
     nf_dep *d;
     ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
     ck_assert_int_eq(d->n_params, 1);
+    ck_assert_int_eq(d->n_comp, _i ? 5 : 1);
+    for (size_t k = 1; k < n; k++) ck_assert(d->eval[k - 1] <= d->eval[k]);
     const double lambdas[] = {0.0375, 0.385, 0.5, 0.9127};
     for (int k = 0; k < 4; k++) check_against_cholesky(d, &lambdas[k], K);
     /* the cached whole precision (its lower triangle, rebuilt for each lambda) gives the same entries */
@@ -348,13 +370,16 @@ START_TEST(test_joint_log_prob)
     double theta[5] = {0.615, 0.283, 0.947, 0.5, 0.125};
     check_joint(d, theta, NULL, 3);
     nf_dep_free(d);
-    size_t n = 10;
-    double *K = kinship_matrix(n, 7, 31);
-    ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
-    double lam = 0.615;
-    check_joint(d, &lam, K, 2);
-    nf_dep_free(d);
-    free(K);
+    for (int families = 0; families < 2; families++) {
+        size_t n = 10;
+        double *K = families ? kinship_families(n, 31) : kinship_matrix(n, 7, 31);
+        ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+        ck_assert_int_eq(d->n_comp > 1, families);
+        double lam = 0.615;
+        check_joint(d, &lam, K, 2);
+        nf_dep_free(d);
+        free(K);
+    }
 }
 END_TEST
 
@@ -689,7 +714,7 @@ static Suite *dependent_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_equi_against_cholesky);
-    tcase_add_test(tc, test_kinship_against_cholesky);
+    tcase_add_loop_test(tc, test_kinship_against_cholesky, 0, 2);
     tcase_add_test(tc, test_best_theta_one);
     tcase_add_test(tc, test_best_theta_blocks);
     tcase_add_test(tc, test_theta_derivatives);
