@@ -856,10 +856,28 @@ static void equi_best_per_block(profile_ctx *c, double *theta, double *rest, dou
     }
 }
 
-/* kinship: r = U^T Z (n x p) and v = U^T 1 (n) ADDED to, one pass over U by rows. */
+/* kinship: r = U^T Z (n x p) and v = U^T 1 (n) ADDED to, one pass over U by rows (with components,
+ * over each point's own component's columns only: the other entries of its row are zeros, so the
+ * sums are the same, at sum of m^2 instead of n^2 reads). */
 static void kin_rotate(const nf_dep *d, const nf_real *Z, int p, double *r, double *v)
 {
     size_t n = d->n;
+    if (d->n_comp > 1) {
+        for (int c = 0; c < d->n_comp; c++) {
+            const size_t off = d->comp_start[c], m = d->comp_start[c + 1] - off;
+            const int *pts = d->comp_pts + off, *cols = d->comp_cols + off;
+            for (size_t a = 0; a < m; a++) {
+                const size_t i = (size_t)pts[a];
+                const double *Ui = d->evec + i * n;
+                for (size_t q = 0; q < m; q++) {
+                    const size_t k = (size_t)cols[q];
+                    v[k] += Ui[k];
+                    for (int j = 0; j < p; j++) r[k * p + j] += Ui[k] * Z[i * p + j];
+                }
+            }
+        }
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         const double *Ui = d->evec + i * n;
         for (size_t k = 0; k < n; k++) v[k] += Ui[k];
