@@ -37,6 +37,8 @@ void nf_dep_free(nf_dep *d)
     free(d->comp_start);
     free(d->comp_pts);
     free(d->comp_cols);
+    free(d->comp_last);
+    free(d->comp_prev);
     free(d->A);
     free(d->dA);
     free(d->theta);
@@ -190,7 +192,8 @@ static int kin_components(nf_dep *d, const double *K)
     d->comp_start = calloc(n + 1, sizeof *d->comp_start);
     d->comp_pts = malloc(n * sizeof *d->comp_pts);
     d->comp_cols = malloc(n * sizeof *d->comp_cols);
-    if (!up || !d->comp || !d->comp_start || !d->comp_pts || !d->comp_cols) {
+    d->comp_prev = malloc(n * sizeof *d->comp_prev);
+    if (!up || !d->comp || !d->comp_start || !d->comp_pts || !d->comp_cols || !d->comp_prev) {
         free(up);
         return nf_error(NF_ENOMEM, "out of memory for the families of a kinship matrix");
     }
@@ -206,6 +209,12 @@ static int kin_components(nf_dep *d, const double *K)
         int r = find_root(up, (int)i);
         d->comp[i] = r == (int)i ? d->n_comp++ : d->comp[r];
     }
+    d->comp_last = malloc((size_t)d->n_comp * sizeof *d->comp_last);
+    if (!d->comp_last) {
+        free(up);
+        return nf_error(NF_ENOMEM, "out of memory for the families of a kinship matrix");
+    }
+    for (int c = 0; c < d->n_comp; c++) d->comp_last[c] = -1;
     for (size_t i = 0; i < n; i++) d->comp_start[d->comp[i] + 1]++;
     for (int c = 0; c < d->n_comp; c++) d->comp_start[c + 1] += d->comp_start[c];
     free(up);
@@ -485,25 +494,38 @@ static int kin_cache(nf_dep *d, double lam)
 typedef struct {
     const nf_dep *d;
     const size_t *idx;
+    const int *prev;    /* several components: each position's previous one in its component (-1) */
     int b;
     double *A;
 } kin_lookup_job;
 
-/* kin_lookup_rows with several components: A_ij = 0 across components, read only within one (the
- * entries within components are the few a family-structured K has: 7 MB of the table for 5,000
- * points in families of up to 1,000, read from the caches rather than memory). */
+/* prev[i] = the last position before i whose point is in the same component as idx[i], or -1: one
+ * pass with the last position per component in d->comp_last (left at -1 again). */
+static void kin_chain_components(nf_dep *d, const size_t *idx, int b, int *prev)
+{
+    for (int i = 0; i < b; i++) {
+        int c = d->comp[idx[i]];
+        prev[i] = d->comp_last[c];
+        d->comp_last[c] = i;
+    }
+    for (int i = 0; i < b; i++) d->comp_last[d->comp[idx[i]]] = -1;
+}
+
+/* kin_lookup_rows with several components: A_ij = 0 across components, and within one the chain of
+ * same-component positions j <= i (J->prev) is read: the few entries of a family-structured K (a
+ * random pair of 5,000 points in families of up to 1,000 shares one about one time in seven), from a
+ * table small enough for the caches. */
 static void kin_lookup_rows_components(const kin_lookup_job *J, int i0, int i1)
 {
     const nf_real *C = J->d->Acache;
-    const int *comp = J->d->comp;
     const size_t n = J->d->n, *idx = J->idx;
     for (int i = i0; i < i1; i++) {
         size_t pi = idx[i];
-        int ci = comp[pi];
         double *Ai = J->A + (size_t)i * J->b;
-        for (int j = 0; j <= i; j++) {
+        memset(Ai, 0, (size_t)(i + 1) * sizeof *Ai);
+        for (int j = i; j >= 0; j = J->prev[j]) {
             size_t pj = idx[j], hi = pi > pj ? pi : pj, lo = pi ^ pj ^ hi;
-            Ai[j] = comp[pj] == ci ? C[hi * n + lo] : 0;
+            Ai[j] = C[hi * n + lo];
         }
     }
 }
@@ -560,9 +582,10 @@ static void kin_mirror(double *A, int b)
                     A[(size_t)i * b + j] = A[(size_t)j * b + i];
 }
 
-static void kin_lookup(const nf_dep *d, const size_t *idx, int b, double *A)
+static void kin_lookup(nf_dep *d, const size_t *idx, int b, double *A)
 {
-    kin_lookup_job J = {.d = d, .idx = idx, .b = b, .A = A};
+    if (d->n_comp > 1) kin_chain_components(d, idx, b, d->comp_prev);
+    kin_lookup_job J = {.d = d, .idx = idx, .prev = d->comp_prev, .b = b, .A = A};
     int T = nf_blas_get_threads(), parts = b >= 64 && T > 1 ? T : 1;
     nf_threads_run(T, parts, kin_lookup_part, &J);
     kin_mirror(A, b);
@@ -580,6 +603,7 @@ static void kin_lookup(const nf_dep *d, const size_t *idx, int b, double *A)
 typedef struct nf_dep_ahead {
     kin_lookup_job job; /* A_BB of job.idx (a copy of the batch's indices) into d->A */
     size_t *idx;
+    int *prev;          /* the job's same-component chains (several components) */
     int cap;
     double lam;         /* the cache's lambda the job reads */
     int open;           /* started and not finished */
@@ -601,6 +625,7 @@ static void ahead_stop(nf_dep *d)
     if (!d->ahead) return;
     ahead_finish(d);
     free(d->ahead->idx);
+    free(d->ahead->prev);
     free(d->ahead);
     d->ahead = NULL;
 }
@@ -654,12 +679,15 @@ int nf_dep_batch_prepare(nf_dep *d, const nf_real *u, const size_t *idx, int b)
     if (!q && !(q = d->ahead = nf_calloc(1, sizeof *q, "dependence lookups"))) return NF_ENOMEM;
     if (b > q->cap) {
         size_t *t = realloc(q->idx, (size_t)b * sizeof *t);
-        if (!t) return nf_error(NF_ENOMEM, "out of memory for a dependent batch of %d points", b);
-        q->idx = t;
+        if (t) q->idx = t;
+        int *pv = t ? realloc(q->prev, (size_t)b * sizeof *pv) : NULL;
+        if (!pv) return nf_error(NF_ENOMEM, "out of memory for a dependent batch of %d points", b);
+        q->prev = pv;
         q->cap = b;
     }
     memcpy(q->idx, idx, (size_t)b * sizeof *idx);
-    q->job = (kin_lookup_job){.d = d, .idx = q->idx, .b = b, .A = d->A};
+    if (d->n_comp > 1) kin_chain_components(d, idx, b, q->prev);
+    q->job = (kin_lookup_job){.d = d, .idx = q->idx, .prev = q->prev, .b = b, .A = d->A};
     q->lam = d->theta[0];
     q->open = q->claimable = nf_threads_start(T, AHEAD_PARTS, kin_lookup_part, &q->job);
     return NF_OK;

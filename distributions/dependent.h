@@ -74,6 +74,8 @@ typedef struct nf_dep {
                              * has m eigenvectors) */
     int *comp_pts;          /* (n) the points of each component, ascending */
     int *comp_cols;         /* (n) the columns of U (eigenvectors) of each component */
+    int *comp_last;         /* (n_comp) -1 between calls: a batch's last position in each component */
+    int *comp_prev;         /* (n) a batch's previous position in the same component, or -1 */
     /* per-batch workspace (internal) */
     int cap_b;
     size_t cap_w;

@@ -626,12 +626,13 @@ static void kin_scores(nf_dep *d, nf_real u, const size_t *idx, int b, int p, co
     ck_assert_int_eq(nf_dep_batch_backward(d, &u, dz, NULL, w, z, idx, b, p), NF_OK);
 }
 
-START_TEST(test_lookup_ahead)
+START_TEST(test_lookup_ahead) /* _i = 1: a K of five families (the lookups by same-family chains) */
 {
     enum { N = 150, B = 100, P = 2 };
-    double *K = kinship_matrix(N, 120, 61);
+    double *K = _i ? kinship_families(N, 61) : kinship_matrix(N, 120, 61);
     nf_dep *d;
     ck_assert_int_eq(nf_dep_kinship_create(&d, K, N, N, N), NF_OK);
+    ck_assert_int_eq(d->n_comp, _i ? 5 : 1);
     ck_assert_int_eq(nf_dep_kinship_cache(d, 1), NF_OK);
     size_t idx[B], other[B];
     for (int i = 0; i < B; i++) idx[i] = (size_t)(37 * i + 11) % N, other[i] = (size_t)(53 * i + 5) % N;
@@ -723,7 +724,7 @@ static Suite *dependent_suite(void)
     tcase_add_test(tc, test_unbiased);
     tcase_add_test(tc, test_batch_gradients);
     tcase_add_test(tc, test_flow_base);
-    tcase_add_test(tc, test_lookup_ahead);
+    tcase_add_loop_test(tc, test_lookup_ahead, 0, 2);
     tcase_add_test(tc, test_kinship_errors);
     suite_add_tcase(s, tc);
     return s;
