@@ -9,11 +9,13 @@
  *                     (nf_dep_batch_prepare; with two or more threads, the same bits as in step)
  *
  * Prints each way's median milliseconds per step (and quartiles over the blocks) and its ratio to
- * the i.i.d. step.  The structure is Sigma = 0.5 I + 0.5 K, K tridiagonal (0.25 off the diagonal):
- * what the lookups cost depends on n and b, not on K's values.  The eigendecomposition and the
- * precision build (once, before timing) take about a minute with Debian's OpenBLAS.
+ * the i.i.d. step.  The structure is Sigma = 0.5 I + 0.5 K with K tridiagonal (0.25 off the
+ * diagonal; one connected component, so every pair's entry is read from the whole n x n precision:
+ * what that costs depends on n and b, not on K's values; the eigendecomposition and the precision
+ * build, once before timing, take about a minute with Debian's OpenBLAS), or K in families, the K of
+ * `nf data make dependent-crescent --structure kinship --seed 1` (entries read within families only).
  *
- *   make bench-build && build/float/bench/bench_dependent [THREADS (2)] [BLOCKS (30)]
+ *   make bench-build && build/float/bench/bench_dependent [THREADS (2)] [BLOCKS (30)] [tridiagonal|families]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 
 #include "core/blas.h"
 #include "core/error.h"
+#include "datasets/dependent_data.h"
 #include "distributions/dependent.h"
 #include "flows/flow.h"
 
@@ -49,8 +52,10 @@ static void die(const char *what)
 int main(int argc, char **argv)
 {
     const int threads = argc > 1 ? atoi(argv[1]) : 2, blocks = argc > 2 ? atoi(argv[2]) : 30;
-    if (threads < 1 || blocks < 1) {
-        fprintf(stderr, "usage: bench_dependent [THREADS >= 1] [BLOCKS >= 1]\n");
+    const char *structure = argc > 3 ? argv[3] : "tridiagonal";
+    const int families = !strcmp(structure, "families");
+    if (threads < 1 || blocks < 1 || (!families && strcmp(structure, "tridiagonal"))) {
+        fprintf(stderr, "usage: bench_dependent [THREADS >= 1] [BLOCKS >= 1] [tridiagonal|families]\n");
         return 2;
     }
     double *K = calloc((size_t)N * N, sizeof *K);
@@ -62,8 +67,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_dependent: out of memory\n");
         return 1;
     }
-    for (size_t i = 0; i < N; i++) K[i * N + i] = 1;
-    for (size_t i = 1; i < N; i++) K[i * N + i - 1] = K[(i - 1) * N + i] = 0.25;
+    if (families) { /* the K of nf data make dependent-crescent --structure kinship --seed 1 */
+        nf_dep_data D;
+        nf_rng *rng = nf_rng_alloc(1, 0x646570);
+        if (!rng || nf_dep_data_make(&D, "crescent", NF_DEP_KINSHIP, NF_DEP_FAMILIES, N, 0.5, rng) != NF_OK)
+            die("families");
+        for (size_t q = 0; q < D.nnz; q++)
+            K[(size_t)D.row[q] * N + (size_t)D.col[q]] = K[(size_t)D.col[q] * N + (size_t)D.row[q]] = D.val[q];
+        nf_dep_data_free(&D);
+        nf_rng_free(rng);
+    } else {
+        for (size_t i = 0; i < N; i++) K[i * N + i] = 1;
+        for (size_t i = 1; i < N; i++) K[i * N + i - 1] = K[(i - 1) * N + i] = 0.25;
+    }
     nf_dep *d;
     if (nf_dep_kinship_create(&d, K, N, N, N) != NF_OK) die("kinship structure");
     free(K);

@@ -39,6 +39,9 @@ void nf_dep_free(nf_dep *d)
     free(d->comp_cols);
     free(d->comp_last);
     free(d->comp_prev);
+    free(d->group_start);
+    free(d->pair_ij);
+    free(d->pair_a);
     free(d->A);
     free(d->dA);
     free(d->theta);
@@ -193,7 +196,8 @@ static int kin_components(nf_dep *d, const double *K)
     d->comp_pts = malloc(n * sizeof *d->comp_pts);
     d->comp_cols = malloc(n * sizeof *d->comp_cols);
     d->comp_prev = malloc(n * sizeof *d->comp_prev);
-    if (!up || !d->comp || !d->comp_start || !d->comp_pts || !d->comp_cols || !d->comp_prev) {
+    d->group_start = malloc((n + 1) * sizeof *d->group_start);
+    if (!up || !d->comp || !d->comp_start || !d->comp_pts || !d->comp_cols || !d->comp_prev || !d->group_start) {
         free(up);
         return nf_error(NF_ENOMEM, "out of memory for the families of a kinship matrix");
     }
@@ -297,6 +301,7 @@ int nf_dep_kinship_create(nf_dep **out, const double *K, size_t rows, size_t col
     nf_dep *d;
     if (alloc_common(&d, NF_DEP_KINSHIP, n, 1) != NF_OK)
         return nf_error(NF_ENOMEM, "out of memory creating a kinship structure");
+    d->ld_lam = NAN; /* no log det kept yet */
     d->eval = malloc(n * sizeof *d->eval);
     d->evec = malloc(n * n * sizeof *d->evec);
     d->evec_r = malloc(n * n * sizeof *d->evec_r);
@@ -371,6 +376,19 @@ double nf_dep_log_det(const nf_dep *d, const double *theta, double *dlogdet)
         if (dlogdet) dlogdet[0] = dl;
     }
     return L;
+}
+
+/* nf_dep_log_det at d->theta for a batch: a kinship log det is a sum over all n eigenvalues (5,000
+ * logarithms, about 0.1 ms), so it is kept for the lambda it was computed at. */
+static double batch_log_det(nf_dep *d, double *dlogdet)
+{
+    if (d->kind != NF_DEP_KINSHIP) return nf_dep_log_det(d, d->theta, dlogdet);
+    if (d->ld_lam != d->theta[0]) {
+        d->ld = nf_dep_log_det(d, d->theta, &d->ld_dlam);
+        d->ld_lam = d->theta[0];
+    }
+    if (dlogdet) dlogdet[0] = d->ld_dlam;
+    return d->ld;
 }
 
 static void ahead_finish(nf_dep *d);
@@ -603,7 +621,6 @@ static void kin_lookup(nf_dep *d, const size_t *idx, int b, double *A)
 typedef struct nf_dep_ahead {
     kin_lookup_job job; /* A_BB of job.idx (a copy of the batch's indices) into d->A */
     size_t *idx;
-    int *prev;          /* the job's same-component chains (several components) */
     int cap;
     double lam;         /* the cache's lambda the job reads */
     int open;           /* started and not finished */
@@ -625,7 +642,6 @@ static void ahead_stop(nf_dep *d)
     if (!d->ahead) return;
     ahead_finish(d);
     free(d->ahead->idx);
-    free(d->ahead->prev);
     free(d->ahead);
     d->ahead = NULL;
 }
@@ -666,9 +682,9 @@ void nf_dep_lookahead(nf_dep *d, int on)
 int nf_dep_batch_prepare(nf_dep *d, const nf_real *u, const size_t *idx, int b)
 {
     const int T = nf_blas_get_threads();
-    if (d->kind != NF_DEP_KINSHIP || !d->use_cache || !idx || b < 64 || T < 2 || nf_threads_in_parallel() ||
-        d->no_ahead)
-        return NF_OK;
+    if (d->kind != NF_DEP_KINSHIP || !d->use_cache || d->n_comp > 1 || !idx || b < 64 || T < 2 ||
+        nf_threads_in_parallel() || d->no_ahead)
+        return NF_OK; /* (several components: kin_pairs reads the few entries within them in the step) */
     int twice;
     if (first_bad_index(d, idx, b, &twice) >= 0) return NF_OK; /* the log-density will say what is wrong */
     ahead_finish(d);
@@ -679,15 +695,12 @@ int nf_dep_batch_prepare(nf_dep *d, const nf_real *u, const size_t *idx, int b)
     if (!q && !(q = d->ahead = nf_calloc(1, sizeof *q, "dependence lookups"))) return NF_ENOMEM;
     if (b > q->cap) {
         size_t *t = realloc(q->idx, (size_t)b * sizeof *t);
-        if (t) q->idx = t;
-        int *pv = t ? realloc(q->prev, (size_t)b * sizeof *pv) : NULL;
-        if (!pv) return nf_error(NF_ENOMEM, "out of memory for a dependent batch of %d points", b);
-        q->prev = pv;
+        if (!t) return nf_error(NF_ENOMEM, "out of memory for a dependent batch of %d points", b);
+        q->idx = t;
         q->cap = b;
     }
     memcpy(q->idx, idx, (size_t)b * sizeof *idx);
-    if (d->n_comp > 1) kin_chain_components(d, idx, b, q->prev);
-    q->job = (kin_lookup_job){.d = d, .idx = q->idx, .prev = q->prev, .b = b, .A = d->A};
+    q->job = (kin_lookup_job){.d = d, .idx = q->idx, .b = b, .A = d->A};
     q->lam = d->theta[0];
     q->open = q->claimable = nf_threads_start(T, AHEAD_PARTS, kin_lookup_part, &q->job);
     return NF_OK;
@@ -1121,14 +1134,96 @@ static void kin_block_times(const double *A, double *out, double *diag, const nf
     }
 }
 
+/* Several components with the cached precision: the batch's A_BB as its nonzero entries only, the
+ * pairs j < i within one component (one in seven of all pairs for families of up to 1,000 in 5,000
+ * points) and the diagonal, in d->pair_ij / d->pair_a, instead of a dense b x b block: the estimator
+ * then costs O(pairs p) rather than several passes over b^2 entries. */
+static int kin_pairs(nf_dep *d, const size_t *idx, int b)
+{
+    const size_t n = d->n;
+    const nf_real *C = d->Acache;
+    /* the positions grouped by component, by a counting sort: d->comp_last numbers the batch's
+     * components for the while (-1 again after); d->group_start[g + 1] counts group g, then (prefix
+     * sums) is its end, and filling from the ends with the positions in descending order leaves
+     * d->group_start[g + 1] at its beginning and the positions ascending in d->comp_prev */
+    int *slot = d->comp_last, *start = d->group_start, *pos = d->comp_prev, groups = 0;
+    for (int i = 0; i < b; i++) {
+        int c = d->comp[idx[i]];
+        if (slot[c] < 0) slot[c] = groups++, start[groups] = 0;
+        start[slot[c] + 1]++;
+    }
+    start[0] = 0;
+    size_t np = 0;
+    for (int g = 0; g < groups; g++) {
+        size_t m = (size_t)start[g + 1];
+        np += m * (m - 1) / 2;
+        start[g + 1] += start[g];
+    }
+    for (int i = b - 1; i >= 0; i--) pos[--start[slot[d->comp[idx[i]]] + 1]] = i;
+    for (int i = 0; i < b; i++) slot[d->comp[idx[i]]] = -1;
+    if (np + (size_t)b > d->cap_pairs) {
+        size_t cap = np + (size_t)b;
+        int *ij = realloc(d->pair_ij, 2 * cap * sizeof *ij);
+        if (ij) d->pair_ij = ij;
+        double *a = ij ? realloc(d->pair_a, cap * sizeof *a) : NULL;
+        if (!a) return nf_error(NF_ENOMEM, "out of memory for a kinship batch of %d points", b);
+        d->pair_a = a;
+        d->cap_pairs = cap;
+    }
+    for (int i = 0; i < b; i++) d->pair_a[i] = C[idx[i] * n + idx[i]];
+    size_t q = 0;
+    for (int g = 0; g < groups; g++) { /* group g spans pos[start[g + 1] .. start[g + 2] or b) */
+        const int *G = pos + start[g + 1];
+        const int m = (g + 1 < groups ? start[g + 2] : b) - start[g + 1];
+        for (int u = 1; u < m; u++) {
+            const int i = G[u];
+            const size_t pi = idx[i];
+            for (int v = 0; v < u; v++, q++) {
+                const int j = G[v];
+                const size_t pj = idx[j]; /* read the lower triangle */
+                d->pair_ij[2 * q] = i, d->pair_ij[2 * q + 1] = j;
+                d->pair_a[(size_t)b + q] = pi > pj ? C[pi * n + pj] : C[pj * n + pi];
+            }
+        }
+    }
+    d->n_pairs = np;
+    return NF_OK;
+}
+
+/* kin_block_times from the pairs: out_i = sum_j A_ij g_j z_j (g = 1 when NULL), diag_i = A_ii. */
+static void kin_pair_times(const nf_dep *d, double *out, double *diag, const nf_real *z, const nf_real *g, int b,
+                           int p)
+{
+    const double *a = d->pair_a, *ap = d->pair_a + b;
+    for (int i = 0; i < b; i++) {
+        double gi = g ? (double)g[i] : 1.0;
+        if (diag) diag[i] = a[i];
+        for (int k = 0; k < p; k++) out[(size_t)i * p + k] = a[i] * gi * z[(size_t)i * p + k];
+    }
+    for (size_t q = 0; q < d->n_pairs; q++) {
+        int i = d->pair_ij[2 * q], j = d->pair_ij[2 * q + 1];
+        double gi = g ? (double)g[i] : 1.0, gj = g ? (double)g[j] : 1.0;
+        for (int k = 0; k < p; k++) {
+            out[(size_t)i * p + k] += ap[q] * gj * z[(size_t)j * p + k];
+            out[(size_t)j * p + k] += ap[q] * gi * z[(size_t)i * p + k];
+        }
+    }
+}
+
 /* The kinship terms from Y_i = sum_{j in B} A_ij z_j and a_i = A_ii: through the eigenbasis, or
- * from the cached precision's block (looked up into d->A, kept for the backward). */
+ * from the cached precision's block (looked up into d->A, kept for the backward; with several
+ * components, its nonzero pairs, kin_pairs). */
 static int kin_log_prob(nf_dep *d, nf_real *t, const nf_real *z, const size_t *idx, int b, int p, double base,
                         double c)
 {
     NF_TRY(kin_reserve(d, b, p));
     double *Y = KIN_Y(d, p), *a = KIN_A(d, b, p);
-    if (d->use_cache) {
+    if (d->use_cache && d->n_comp > 1) {
+        NF_TRY(check_idx(d, idx, b));
+        NF_TRY(kin_cache(d, d->theta[0]));
+        NF_TRY(kin_pairs(d, idx, b));
+        kin_pair_times(d, Y, a, z, NULL, b, p);
+    } else if (d->use_cache) {
         /* A_BB read beside the forward pass (nf_dep_batch_prepare), or now */
         if (!ahead_claim(d, idx, b, d->theta[0])) {
             NF_TRY(reserve(d, b)); /* before d->A is read: it may move */
@@ -1165,7 +1260,9 @@ static int kin_backward(nf_dep *d, nf_real *dz, double *dlam, const nf_real *dt,
     if (!d->use_cache) kin_weights(d);
     if (dz) {
         /* Y2 = Y' = sum_j A_ij dt_j z_j; V stays for the lambda part, so the eigenbasis sum goes into T */
-        if (d->use_cache) {
+        if (d->use_cache && d->n_comp > 1) {
+            kin_pair_times(d, Y2, NULL, z, dt, b, p);
+        } else if (d->use_cache) {
             kin_block_times(d->A, Y2, NULL, z, dt, b, p, KIN_X(d, b, p));
         } else {
             double *S = KIN_T(d, p);
@@ -1296,7 +1393,7 @@ int nf_dep_batch_log_prob(nf_dep *d, const nf_real *u, nf_real *t, const nf_real
 {
     if (b < 1) return nf_error(NF_EINVAL, "dependent log-likelihood of an empty batch");
     nf_dep_theta(d, u, d->theta);
-    double base = -p * NF_HALF_LOG_2PI - 0.5 * p / (double)d->n * nf_dep_log_det(d, d->theta, NULL);
+    double base = -p * NF_HALF_LOG_2PI - 0.5 * p / (double)d->n * batch_log_det(d, NULL);
     if (d->kind == NF_DEP_EQUI) {
         NF_TRY(check_idx(d, idx, b));
         return equi_log_prob(d, t, z, idx, b, p, base, pair_weight(d, b));
@@ -1332,7 +1429,7 @@ int nf_dep_batch_backward(nf_dep *d, const nf_real *u, nf_real *dz, nf_real *du,
     if (du) {
         double sum_dt = 0;
         for (int i = 0; i < b; i++) sum_dt += dt[i];
-        nf_dep_log_det(d, d->theta, &dl);
+        batch_log_det(d, &dl);
         dlam += -0.5 * p / (double)d->n * sum_dt * dl;
         du[0] += (nf_real)(dlam * d->theta[0] * (1 - d->theta[0]));
     }

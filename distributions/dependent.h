@@ -76,6 +76,11 @@ typedef struct nf_dep {
     int *comp_cols;         /* (n) the columns of U (eigenvectors) of each component */
     int *comp_last;         /* (n_comp) -1 between calls: a batch's last position in each component */
     int *comp_prev;         /* (n) a batch's previous position in the same component, or -1 */
+    int *group_start;       /* (n + 1) a batch's positions grouped by component: offsets into comp_prev */
+    int *pair_ij;           /* a batch's pairs j < i within one component (2 per pair), */
+    double *pair_a;         /* their A_ij, and A_ii of each position (the first b entries) */
+    size_t cap_pairs, n_pairs;
+    double ld_lam, ld, ld_dlam;  /* kinship: log det Sigma and its derivative at lambda ld_lam (NAN: none) */
     /* per-batch workspace (internal) */
     int cap_b;
     size_t cap_w;
