@@ -8,16 +8,18 @@
 #
 #   bash bench/dependent_step_cost.sh   (NF: build/float/nf; N_EQUI 10000, N_KIN 5000; S1 500, S2 2500;
 #                                        FLOW: "--flow realnvp --layers 6 --hidden 64 --batch 256
-#                                        --lr 2e-3 --threads 1"; SETS: "eq kin", which data sets)
+#                                        --lr 2e-3 --threads 1"; SETS: "eq kin kinped", which data sets:
+#                                        equi, kinship with families (nf data make's default), kinship
+#                                        with pedigrees (one component: the whole n x n precision))
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 NF=${NF:-build/float/nf}
 PY=/usr/bin/python3
 N_EQUI=${N_EQUI:-10000}
 N_KIN=${N_KIN:-5000}
 S1=${S1:-500}
 S2=${S2:-2500}
-SETS=${SETS:-eq kin}
+SETS=${SETS:-eq kin kinped}
 FLOW=${FLOW:---flow realnvp --layers 6 --hidden 64 --batch 256 --lr 2e-3 --threads 1}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -27,6 +29,8 @@ if ! $PY -c 'import h5py' 2>/dev/null; then
 fi
 "$NF" data make dependent-crescent --structure equi -n "$N_EQUI" --seed 1 -o "$TMP/eq.h5" 2>/dev/null || exit 1
 "$NF" data make dependent-crescent --structure kinship -n "$N_KIN" --seed 1 -o "$TMP/kin.h5" 2>/dev/null || exit 1
+"$NF" data make dependent-crescent --structure kinship --relatives pedigree -n "$N_KIN" --seed 1 -o "$TMP/kinped.h5" \
+    2>/dev/null || exit 1
 
 seconds() { # training seconds of a model file (the last history entry)
     $PY -c "import h5py,sys; print(float(h5py.File(sys.argv[1],'r')['/training/checkpoint/history/seconds'][-1]))" "$1"
@@ -53,7 +57,7 @@ for data in $SETS; do
     if [ $data = eq ]; then
         set -- "--dependence equi --per-block-rho" "--dependence equi --per-block-rho --update-every 0"
     else
-        set -- "--dependence kinship --kinship $TMP/kin.h5" "--dependence kinship --kinship $TMP/kin.h5 --learn-lambda"
+        set -- "--dependence kinship --kinship $TMP/$data.h5" "--dependence kinship --kinship $TMP/$data.h5 --learn-lambda"
     fi
     for args in "$@"; do
         # shellcheck disable=SC2086
