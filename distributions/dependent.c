@@ -186,7 +186,8 @@ static int find_root(int *up, int i)
 }
 
 /* d->comp, d->comp_start, d->comp_pts: the connected components of K's graph (union-find over the
- * nonzero entries above the diagonal), numbered by their smallest point. */
+ * nonzero entries off the diagonal), numbered by their smallest point; and the per-component and
+ * per-batch buffers beside them (comp_cols is filled once the eigenvectors are sorted). */
 static int kin_components(nf_dep *d, const double *K)
 {
     const size_t n = d->n;
@@ -230,6 +231,17 @@ static int kin_components(nf_dep *d, const double *K)
     return NF_OK;
 }
 
+/* The number of points of the largest component. */
+static size_t largest_component(const nf_dep *d)
+{
+    size_t mmax = 0;
+    for (int c = 0; c < d->n_comp; c++) {
+        size_t m = d->comp_start[c + 1] - d->comp_start[c];
+        mmax = m > mmax ? m : mmax;
+    }
+    return mmax;
+}
+
 typedef struct {
     double value;
     int column;
@@ -248,11 +260,7 @@ static int by_eigenvalue(const void *a, const void *b)
 static int kin_eigen(nf_dep *d, const double *K, double *a, double *w, int *col_comp)
 {
     const size_t n = d->n;
-    size_t mmax = 0;
-    for (int c = 0; c < d->n_comp; c++) {
-        size_t m = d->comp_start[c + 1] - d->comp_start[c];
-        mmax = m > mmax ? m : mmax;
-    }
+    const size_t mmax = largest_component(d);
     double *blk = d->n_comp > 1 ? malloc(mmax * mmax * sizeof *blk) : a;
     if (!blk) return nf_error(NF_ENOMEM, "out of memory for the eigendecomposition of K");
     if (d->n_comp > 1) memset(a, 0, n * n * sizeof *a);
@@ -452,11 +460,7 @@ static void kinship_block(nf_dep *d, double lam, const size_t *idx, int b, doubl
 static int kin_cache_components(nf_dep *d, double lam)
 {
     const size_t n = d->n;
-    size_t mmax = 0;
-    for (int c = 0; c < d->n_comp; c++) {
-        size_t m = d->comp_start[c + 1] - d->comp_start[c];
-        mmax = m > mmax ? m : mmax;
-    }
+    const size_t mmax = largest_component(d);
     nf_real *W = malloc(2 * mmax * mmax * sizeof *W), *T = W + mmax * mmax;
     if (!W) return nf_error(NF_ENOMEM, "out of memory for the precision of a kinship structure");
     for (int c = 0; c < d->n_comp; c++) {
