@@ -335,6 +335,16 @@ static int build_dependent(const char *cmd, fit_args *a, fit_ctx *ctx, const nf_
     snprintf(full, sizeof full, "%s%s", a->standardize ? "standardize, " : "", body);
     nf_dep *dep;
     NF_TRY(load_structure(&s, train, &dep));
+    if (!a->quiet && s.kind == NF_DEP_KINSHIP) { /* what a batch will cost depends on K's families */
+        size_t largest;
+        int families = nf_dep_families(dep, &largest);
+        if (families > 1)
+            fprintf(stderr, "nf fit: kinship over %zu rows in %d families of relatives (the largest %zu rows), each "
+                    "with its own eigenpairs and precision\n", dep->n, families, largest);
+        else
+            fprintf(stderr, "nf fit: kinship over %zu rows, all related: batches read the whole %zu x %zu "
+                    "precision\n", dep->n, dep->n, dep->n);
+    }
     double theta0 = s.kind == NF_DEP_EQUI ? a->rho : a->lambda;
     int rc = nf_model_dependent_create(model, full, train->dim, train->ctx_dim, a->cfg.seed, dep, theta0,
                                        s.kind == NF_DEP_EQUI || a->learn_lambda,

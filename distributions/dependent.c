@@ -231,15 +231,15 @@ static int kin_components(nf_dep *d, const double *K)
     return NF_OK;
 }
 
-/* The number of points of the largest component. */
-static size_t largest_component(const nf_dep *d)
+int nf_dep_families(const nf_dep *d, size_t *largest)
 {
     size_t mmax = 0;
     for (int c = 0; c < d->n_comp; c++) {
         size_t m = d->comp_start[c + 1] - d->comp_start[c];
         mmax = m > mmax ? m : mmax;
     }
-    return mmax;
+    if (largest) *largest = mmax;
+    return d->n_comp;
 }
 
 typedef struct {
@@ -260,7 +260,8 @@ static int by_eigenvalue(const void *a, const void *b)
 static int kin_eigen(nf_dep *d, const double *K, double *a, double *w, int *col_comp)
 {
     const size_t n = d->n;
-    const size_t mmax = largest_component(d);
+    size_t mmax;
+    nf_dep_families(d, &mmax);
     double *blk = d->n_comp > 1 ? malloc(mmax * mmax * sizeof *blk) : a;
     if (!blk) return nf_error(NF_ENOMEM, "out of memory for the eigendecomposition of K");
     if (d->n_comp > 1) memset(a, 0, n * n * sizeof *a);
@@ -460,7 +461,8 @@ static void kinship_block(nf_dep *d, double lam, const size_t *idx, int b, doubl
 static int kin_cache_components(nf_dep *d, double lam)
 {
     const size_t n = d->n;
-    const size_t mmax = largest_component(d);
+    size_t mmax;
+    nf_dep_families(d, &mmax);
     nf_real *W = malloc(2 * mmax * mmax * sizeof *W), *T = W + mmax * mmax;
     if (!W) return nf_error(NF_ENOMEM, "out of memory for the precision of a kinship structure");
     for (int c = 0; c < d->n_comp; c++) {

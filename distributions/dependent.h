@@ -111,6 +111,9 @@ int nf_dep_equi_create(nf_dep **out, const int64_t *group, size_t n, int per_blo
  * -1e-8 relative to the largest). */
 int nf_dep_kinship_create(nf_dep **out, const double *K, size_t rows, size_t cols, size_t n);
 void nf_dep_free(nf_dep *d);    /* NULL is harmless */
+/* Kinship: the number of connected components of K's graph (families of relatives; 1 when every
+ * point is related to every other through some chain), and the size of the largest (may be NULL). */
+int nf_dep_families(const nf_dep *d, size_t *largest);
 
 /* Kinship with a fixed lambda: keep the whole A (n x n, rebuilt by one n^3 product whenever lambda
  * changes), so a batch costs O(b^2 p) like equi instead of O(b n p) through the eigenbasis.  For

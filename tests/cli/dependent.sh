@@ -26,6 +26,10 @@ nfrun data make dependent-abs --structure kinship -n 400 -o trf.h5 >/dev/null 2>
 rc=$?
 check "data make dependent-abs kinship: families by default (exit $rc: $(head -c 160 "$T/err"))" \
     bash -c "[ $rc = 0 ] && grep -q 'kinship, families: [0-9]* entries' '$T/err' && [ -s trf.h5 ]"
+nfrun fit trf.h5 --dependence kinship --kinship trf.h5 --val-frac 0 --steps 2 --threads 1 -o f.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "fit on families: says how many (exit $rc: $(head -c 200 "$T/err"))" \
+    bash -c "[ $rc = 0 ] && grep -q 'kinship over 400 rows in [0-9]* families of relatives (the largest [0-9]* rows)' '$T/err'"
 nfrun data make dependent-abs --structure kinship --relatives cousins -o x.h5 >/dev/null 2>"$T/err"
 rc=$?
 check "an unknown --relatives: usage error listing both" \
