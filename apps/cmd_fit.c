@@ -338,7 +338,10 @@ static int build_dependent(const char *cmd, fit_args *a, fit_ctx *ctx, const nf_
     if (!a->quiet && s.kind == NF_DEP_KINSHIP) { /* what a batch will cost depends on K's families */
         size_t largest;
         int families = nf_dep_families(dep, &largest);
-        if (families > 1)
+        if (largest == 1)
+            fprintf(stderr, "nf fit: kinship over %zu rows, none related (K is diagonal): the rows are independent "
+                    "whatever lambda\n", dep->n);
+        else if (families > 1)
             fprintf(stderr, "nf fit: kinship over %zu rows in %d families of relatives (the largest %zu rows), each "
                     "with its own eigenpairs and precision\n", dep->n, families, largest);
         else
