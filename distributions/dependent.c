@@ -38,7 +38,7 @@ void nf_dep_free(nf_dep *d)
     free(d->comp_pts);
     free(d->comp_cols);
     free(d->comp_last);
-    free(d->comp_prev);
+    free(d->group_pos);
     free(d->group_start);
     free(d->pair_ij);
     free(d->pair_a);
@@ -196,9 +196,9 @@ static int kin_components(nf_dep *d, const double *K)
     d->comp_start = calloc(n + 1, sizeof *d->comp_start);
     d->comp_pts = malloc(n * sizeof *d->comp_pts);
     d->comp_cols = malloc(n * sizeof *d->comp_cols);
-    d->comp_prev = malloc(n * sizeof *d->comp_prev);
+    d->group_pos = malloc(n * sizeof *d->group_pos);
     d->group_start = malloc((n + 1) * sizeof *d->group_start);
-    if (!up || !d->comp || !d->comp_start || !d->comp_pts || !d->comp_cols || !d->comp_prev || !d->group_start) {
+    if (!up || !d->comp || !d->comp_start || !d->comp_pts || !d->comp_cols || !d->group_pos || !d->group_start) {
         free(up);
         return nf_error(NF_ENOMEM, "out of memory for the families of a kinship matrix");
     }
@@ -518,41 +518,9 @@ static int kin_cache(nf_dep *d, double lam)
 typedef struct {
     const nf_dep *d;
     const size_t *idx;
-    const int *prev;    /* several components: each position's previous one in its component (-1) */
     int b;
     double *A;
 } kin_lookup_job;
-
-/* prev[i] = the last position before i whose point is in the same component as idx[i], or -1: one
- * pass with the last position per component in d->comp_last (left at -1 again). */
-static void kin_chain_components(nf_dep *d, const size_t *idx, int b, int *prev)
-{
-    for (int i = 0; i < b; i++) {
-        int c = d->comp[idx[i]];
-        prev[i] = d->comp_last[c];
-        d->comp_last[c] = i;
-    }
-    for (int i = 0; i < b; i++) d->comp_last[d->comp[idx[i]]] = -1;
-}
-
-/* kin_lookup_rows with several components: A_ij = 0 across components, and within one the chain of
- * same-component positions j <= i (J->prev) is read: the few entries of a family-structured K (a
- * random pair of 5,000 points in families of up to 1,000 shares one about one time in seven), from a
- * table small enough for the caches. */
-static void kin_lookup_rows_components(const kin_lookup_job *J, int i0, int i1)
-{
-    const nf_real *C = J->d->Acache;
-    const size_t n = J->d->n, *idx = J->idx;
-    for (int i = i0; i < i1; i++) {
-        size_t pi = idx[i];
-        double *Ai = J->A + (size_t)i * J->b;
-        memset(Ai, 0, (size_t)(i + 1) * sizeof *Ai);
-        for (int j = i; j >= 0; j = J->prev[j]) {
-            size_t pj = idx[j], hi = pi > pj ? pi : pj, lo = pi ^ pj ^ hi;
-            Ai[j] = C[hi * n + lo];
-        }
-    }
-}
 
 /* A_ij for j <= i of the rows i0 <= i < i1.  Each read misses the caches, and a core keeps only so
  * many misses in flight: the entries of row i + AHEAD are prefetched (into L2) while row i is read,
@@ -564,10 +532,6 @@ static void kin_lookup_rows(const kin_lookup_job *J, int i0, int i1)
     const int b = J->b;
     const nf_real *C = J->d->Acache;
     const size_t n = J->d->n, *idx = J->idx;
-    if (J->d->n_comp > 1) {
-        kin_lookup_rows_components(J, i0, i1);
-        return;
-    }
     for (int i = i0; i < i1; i++) {
         if (i + AHEAD < b) {
             size_t pn = idx[i + AHEAD];
@@ -606,13 +570,27 @@ static void kin_mirror(double *A, int b)
                     A[(size_t)i * b + j] = A[(size_t)j * b + i];
 }
 
-static void kin_lookup(nf_dep *d, const size_t *idx, int b, double *A)
+static int kin_pairs(nf_dep *d, const size_t *idx, int b);
+
+/* A_BB (b x b) from the cache; with several components from the batch's pairs within them (kin_pairs),
+ * zero across. */
+static int kin_lookup(nf_dep *d, const size_t *idx, int b, double *A)
 {
-    if (d->n_comp > 1) kin_chain_components(d, idx, b, d->comp_prev);
-    kin_lookup_job J = {.d = d, .idx = idx, .prev = d->comp_prev, .b = b, .A = A};
+    if (d->n_comp > 1) {
+        NF_TRY(kin_pairs(d, idx, b));
+        memset(A, 0, (size_t)b * b * sizeof *A);
+        for (int i = 0; i < b; i++) A[(size_t)i * b + i] = d->pair_a[i];
+        for (size_t q = 0; q < d->n_pairs; q++) {
+            size_t i = (size_t)d->pair_ij[2 * q], j = (size_t)d->pair_ij[2 * q + 1];
+            A[i * b + j] = A[j * b + i] = d->pair_a[(size_t)b + q];
+        }
+        return NF_OK;
+    }
+    kin_lookup_job J = {.d = d, .idx = idx, .b = b, .A = A};
     int T = nf_blas_get_threads(), parts = b >= 64 && T > 1 ? T : 1;
     nf_threads_run(T, parts, kin_lookup_part, &J);
     kin_mirror(A, b);
+    return NF_OK;
 }
 
 /* ---- a batch's lookups beside the flow's forward pass (nf_dep_batch_prepare) ----------------------
@@ -737,7 +715,7 @@ int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, d
     if (d->kind == NF_DEP_KINSHIP) {
         if (A && d->use_cache) {
             NF_TRY(kin_cache(d, theta[0]));
-            kin_lookup(d, idx, b, A);
+            NF_TRY(kin_lookup(d, idx, b, A));
         } else if (A) {
             kinship_block(d, theta[0], idx, b, A, 0);
         }
@@ -1151,8 +1129,8 @@ static int kin_pairs(nf_dep *d, const size_t *idx, int b)
     /* the positions grouped by component, by a counting sort: d->comp_last numbers the batch's
      * components for the while (-1 again after); d->group_start[g + 1] counts group g, then (prefix
      * sums) is its end, and filling from the ends with the positions in descending order leaves
-     * d->group_start[g + 1] at its beginning and the positions ascending in d->comp_prev */
-    int *slot = d->comp_last, *start = d->group_start, *pos = d->comp_prev, groups = 0;
+     * d->group_start[g + 1] at its beginning and the positions ascending in d->group_pos */
+    int *slot = d->comp_last, *start = d->group_start, *pos = d->group_pos, groups = 0;
     for (int i = 0; i < b; i++) {
         int c = d->comp[idx[i]];
         if (slot[c] < 0) slot[c] = groups++, start[groups] = 0;

@@ -74,9 +74,9 @@ typedef struct nf_dep {
                              * has m eigenvectors) */
     int *comp_pts;          /* (n) the points of each component, ascending */
     int *comp_cols;         /* (n) the columns of U (eigenvectors) of each component */
-    int *comp_last;         /* (n_comp) -1 between calls: a batch's last position in each component */
-    int *comp_prev;         /* (n) a batch's previous position in the same component, or -1 */
-    int *group_start;       /* (n + 1) a batch's positions grouped by component: offsets into comp_prev */
+    int *comp_last;         /* (n_comp) -1 between calls: the batch's group of each component (kin_pairs) */
+    int *group_pos;         /* (n) a batch's positions grouped by component */
+    int *group_start;       /* (n + 1) the groups' offsets into group_pos */
     int *pair_ij;           /* a batch's pairs j < i within one component (2 per pair), */
     double *pair_a;         /* their A_ij, and A_ii of each position (the first b entries) */
     size_t cap_pairs, n_pairs;
