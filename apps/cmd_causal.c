@@ -85,6 +85,9 @@ static const char *const FIT_HELP =
     "  --alpha A            weight of the propensity cross-entropy            [1]\n"
     "  --prop-clip P        units with propensity below P left out of BC      [0.05]\n"
     "  --ema D              moving-average decay of the target flows          [0.995]\n"
+    "  --linear-shift       the nuisance flow models each arm's outcome less its least-squares\n"
+    "                       line in the covariates, so p(y | x, a) extrapolates the line beyond\n"
+    "                       the arm's covariates (for outcomes near linear in x) [off]\n"
     "training:\n"
     "  --steps N            optimizer steps per stage                         [2000]\n"
     "  --batch N            units per step                                    [64]\n"
@@ -294,6 +297,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--alpha", .kind = FLAG_DOUBLE, .dst = &mc.alpha, .lo = 0, .hi = 1e6},
         {.name = "--prop-clip", .kind = FLAG_DOUBLE, .dst = &mc.clip, .lo = 1e-6, .hi = 0.49},
         {.name = "--ema", .kind = FLAG_DOUBLE, .dst = &mc.ema, .lo = 0, .hi = 0.999999},
+        {.name = "--linear-shift", .kind = FLAG_BOOL, .dst = &mc.shift},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
         {0},
     };

@@ -15,6 +15,12 @@
  *     l_i = -log p(ys_i + s_y eps' | R_i + s_r eps, a_i) + alpha [softplus(g_i) - a_i g_i]
  * and the loss is the batch mean.  Backward: dL/dlog p = -1/n through the flow into its weights and
  * the context; dL/dR = dctx[:R] + (alpha / n)(sigma(g) - a) w_p; dL/d(W_r xs + b_r) = dL/dR (1 - R^2).
+ * With cfg.shift the flow reads ys - B_a xs instead of ys (a shift: no Jacobian term), B (2, dy, dx)
+ * each arm's least-squares slopes on the training units, fixed at create (shift_start; in S): the
+ * flow models the residual of a linear fit, so a trend in x extrapolates linearly beyond an arm's
+ * covariates, where the tanh networks level off.  (Training B with the flow as well let the networks
+ * take part of the trend back, and extrapolated worse: bench/RESULTS.md.)  Every use of p(y | x, a)
+ * below (grid, draws, plug-in) goes through the same shift (shift_rows).
  *
  * Stage 2, "target".  On a grid y_1..y_K spanning the standardised training range +- margin
  * (spacing D), with p_iak = p(y_k | x_i, a) from the nuisance (evaluation mode, no noise) and
@@ -43,6 +49,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_linalg.h>
+
 #include "datasets/causal.h"
 #include "nn/nn.h"
 
@@ -53,6 +62,7 @@ typedef struct causal_state {
     size_t nuis_count;                 /* stage 1 trains P[0, nuis_count) */
     size_t tgt_first, tgt_count;       /* stage 2 trains P[tgt_first, +tgt_count) */
     size_t s_xm, s_xs, s_ym, s_ys, s_lo, s_hi, s_ref, s_ema, s_steps; /* offsets in S */
+    size_t s_shift;                    /* with cfg.shift: B (2, dy, dx) in S, arm a's (dy, dx) at a dy dx */
     int training;
     /* unit buffers (cap rows) */
     int cap;
@@ -205,6 +215,77 @@ static void standardise_y(const nf_model *m, nf_real *ys, const nf_real *y, int 
             ys[(size_t)i * dy + j] = (y[(size_t)i * dy + j] - S[st->s_ym + j]) / S[st->s_ys + j];
 }
 
+/* The nuisance's linear shift (cfg.shift): y -= sign B_a xs over n rows of y (dy each) sharing the
+ * standardised covariates xs (dx), or one row of xs per row of y when xs_stride is dx.  Without the
+ * shift nothing changes. */
+static void shift_rows(const nf_model *m, nf_real *y, int n, const nf_real *xs, int xs_stride, int a, double sign)
+{
+    const causal_state *st = m->state;
+    if (!st->cfg.shift) return;
+    const int dx = st->cfg.dx, dy = st->cfg.dy;
+    const nf_real *B = m->S->value + st->s_shift + (size_t)a * dy * dx;
+    for (int i = 0; i < n; i++) {
+        const nf_real *x = xs + (size_t)i * xs_stride;
+        for (int j = 0; j < dy; j++) {
+            double s = 0;
+            for (int k = 0; k < dx; k++) s += (double)B[(size_t)j * dx + k] * x[k];
+            y[(size_t)i * dy + j] -= (nf_real)(sign * s);
+        }
+    }
+}
+
+/* The shift (cfg.shift, at create): per arm the ridge least-squares slopes of the standardised
+ * outcomes on the standardised covariates of that arm's n_a units (intercept by centring),
+ *     B_a = argmin sum_{i: A_i = a} ||(ys_i - mean) - B (xs_i - mean)||^2 + n_a 1e-3 ||B||^2,
+ * so the flow models the residuals and its network need not carry a trend it cannot extrapolate.
+ * xs (n, dx) and ys (n, dy) of the units, a_i their arms.  An arm without units keeps B_a = 0. */
+static int shift_start(nf_model *m, const nf_real *xs, const nf_real *ys, const nf_real *ctx, int n)
+{
+    causal_state *st = m->state;
+    const int dx = st->cfg.dx, dy = st->cfg.dy, W = dx + 1;
+    gsl_matrix *G = gsl_matrix_alloc((size_t)dx, (size_t)dx);
+    gsl_vector *r = gsl_vector_alloc((size_t)dx), *mx = gsl_vector_alloc((size_t)dx);
+    double *my = malloc((size_t)dy * sizeof *my);
+    int rc = G && r && mx && my ? NF_OK : nf_error(NF_ENOMEM, "out of memory for the causal shift's start");
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    for (int a = 0; rc == NF_OK && a < 2; a++) {
+        int na = 0;
+        gsl_vector_set_zero(mx);
+        for (int j = 0; j < dy; j++) my[j] = 0;
+        for (int i = 0; i < n; i++)
+            if ((ctx[(size_t)i * W + dx] == 1) == a) {
+                na++;
+                for (int k = 0; k < dx; k++) mx->data[k] += xs[(size_t)i * dx + k];
+                for (int j = 0; j < dy; j++) my[j] += ys[(size_t)i * dy + j];
+            }
+        if (na < 2) continue;
+        gsl_vector_scale(mx, 1.0 / na);
+        for (int j = 0; j < dy; j++) my[j] /= na;
+        gsl_matrix_set_zero(G);
+        for (int i = 0; i < n; i++)
+            if ((ctx[(size_t)i * W + dx] == 1) == a)
+                for (int k = 0; k < dx; k++)
+                    for (int l = 0; l <= k; l++)
+                        G->data[k * dx + l] +=
+                            (xs[(size_t)i * dx + k] - mx->data[k]) * (xs[(size_t)i * dx + l] - mx->data[l]);
+        for (int k = 0; k < dx; k++) G->data[k * dx + k] += 1e-3 * na;
+        if (gsl_linalg_cholesky_decomp1(G) != GSL_SUCCESS) continue; /* lower triangle read; SPD by the ridge */
+        for (int j = 0; j < dy; j++) {
+            gsl_vector_set_zero(r);
+            for (int i = 0; i < n; i++)
+                if ((ctx[(size_t)i * W + dx] == 1) == a)
+                    for (int k = 0; k < dx; k++)
+                        r->data[k] += (xs[(size_t)i * dx + k] - mx->data[k]) * (ys[(size_t)i * dy + j] - my[j]);
+            gsl_linalg_cholesky_svx(G, r);
+            for (int k = 0; k < dx; k++)
+                m->S->value[st->s_shift + ((size_t)a * dy + j) * dx + k] = (nf_real)r->data[k];
+        }
+    }
+    gsl_set_error_handler(old);
+    gsl_matrix_free(G), gsl_vector_free(r), gsl_vector_free(mx), free(my);
+    return rc;
+}
+
 /* ---- stage 1 ------------------------------------------------------------------------------------ */
 
 /* Per-unit l_i (values, may be NULL) and the mean loss; with grad the gradient is added to P. */
@@ -224,6 +305,9 @@ static int nuisance_pass(nf_model *m, const nf_batch *b, nf_rng *rng, int grad, 
     standardise_y(m, st->ys, b->x, n);
     if (noisy && st->cfg.noise_y > 0)
         for (size_t k = 0; k < (size_t)n * st->cfg.dy; k++) st->ys[k] += (nf_real)(st->cfg.noise_y * nf_rng_normal(rng));
+    for (int i = 0; i < n; i++)
+        shift_rows(m, st->ys + (size_t)i * st->cfg.dy, 1, st->xs + (size_t)i * dx, dx,
+                   b->ctx[(size_t)i * (dx + 1) + dx] == 1, 1);
     NF_TRY(nf_flow_log_prob(st->nu, st->lp, st->ys, st->ctx, NULL, n));
     const double lsy = log_scale_y(m), alpha = st->cfg.alpha;
     double total = 0;
@@ -271,7 +355,7 @@ static double nuisance_checksum(const nf_model *m)
 /* p(y_k | x_i, a) for one unit, both arms: out[a K + k], from its representation r (R).  One flow
  * call per unit, so a unit's values never depend on the batch it came in (resumed runs, which
  * refill the cache in other batches, stay bit-identical). */
-static int unit_grid(nf_model *m, const nf_real *r, nf_real *out)
+static int unit_grid(nf_model *m, const nf_real *r, const nf_real *xs, nf_real *out)
 {
     causal_state *st = m->state;
     const int K = st->cfg.grid, R = st->cfg.repr, C = R + 1;
@@ -283,6 +367,7 @@ static int unit_grid(nf_model *m, const nf_real *r, nf_real *out)
             st->ctxg[row * C + R] = (nf_real)a;
             st->yg[row] = (nf_real)(lo + D * k);
         }
+    for (int a = 0; a < 2; a++) shift_rows(m, st->yg + (size_t)a * K, K, xs, 0, a, 1);
     NF_TRY(nf_flow_log_prob(st->nu, st->lpg, st->yg, st->ctxg, NULL, 2 * K));
     for (int k = 0; k < 2 * K; k++) out[k] = (nf_real)exp(st->lpg[k]);
     return NF_OK;
@@ -291,7 +376,7 @@ static int unit_grid(nf_model *m, const nf_real *r, nf_real *out)
 /* M draws of y ~ p(. | x, a) for one unit, both arms: out[(a M + j) dy + d], from its representation
  * r (R), in evaluation mode; the latents come from a stream keyed by the unit's index u in its
  * source (and the cache it fills), so its draws never depend on the batch or the process. */
-static int unit_draws(nf_model *m, const nf_real *r, size_t u, int which, nf_real *out)
+static int unit_draws(nf_model *m, const nf_real *r, const nf_real *xs, size_t u, int which, nf_real *out)
 {
     causal_state *st = m->state;
     const int M = st->cfg.draws, R = st->cfg.repr, C = R + 1;
@@ -306,6 +391,7 @@ static int unit_draws(nf_model *m, const nf_real *r, size_t u, int which, nf_rea
     nf_rng_fill_normal(rng, st->zg, unit_values(st));
     nf_rng_free(rng);
     NF_TRY(nf_flow_sample_latent(st->nu, out, NULL, st->zg, st->ctxg, 2 * M));
+    for (int a = 0; a < 2; a++) shift_rows(m, out + (size_t)a * M * st->cfg.dy, M, xs, 0, a, -1);
     return NF_OK;
 }
 
@@ -338,7 +424,8 @@ static int nuisance_grid(nf_model *m, const nf_batch *b, int which)
         if (use && u >= gc->n) rc = cache_grow(st, gc, u + 1);
         nf_real *p = use && rc == NF_OK ? gc->p + u * V : tmp;
         if (rc == NF_OK && !(use && gc->ok[u] && !memcmp(gc->ctx + u * W, row, (size_t)W * sizeof *row))) {
-            rc = dy == 1 ? unit_grid(m, st->r + (size_t)i * R, p) : unit_draws(m, st->r + (size_t)i * R, u, which, p);
+            const nf_real *ri = st->r + (size_t)i * R, *xi = st->xs + (size_t)i * dx;
+            rc = dy == 1 ? unit_grid(m, ri, xi, p) : unit_draws(m, ri, xi, u, which, p);
             if (rc == NF_OK && use) {
                 memcpy(gc->ctx + u * W, row, (size_t)W * sizeof *row);
                 gc->ok[u] = 1;
@@ -553,6 +640,10 @@ static int causal_init_data(nf_model *m, const nf_source *train)
             st->ctx[(size_t)i * C + R] = b.ctx[(size_t)i * (dx + 1) + dx];
         }
         standardise_y(m, st->ys, b.x, n);
+        if (st->cfg.shift) rc = shift_start(m, st->xs, st->ys, b.ctx, n);
+        for (int i = 0; i < n; i++)
+            shift_rows(m, st->ys + (size_t)i * st->cfg.dy, 1, st->xs + (size_t)i * dx, dx,
+                       b.ctx[(size_t)i * (dx + 1) + dx] == 1, 1);
         nf_flow_set_training(st->nu, 1);
         rc = nf_flow_log_prob(st->nu, st->lp, st->ys, st->ctx, NULL, n);
         nf_flow_set_training(st->nu, st->training);
@@ -591,7 +682,7 @@ static void causal_destroy(nf_model *m)
 
 #define CFG_FIELDS(X)                                                                                                 \
     X(dx) X(dy) X(repr) X(hidden) X(bins) X(grid) X(noise_r) X(noise_y) X(alpha) X(clip) X(ema)        \
-    X(n_ref) X(margin) X(draws)
+    X(n_ref) X(margin) X(draws) X(shift)
 
 static int causal_save(const nf_model *m, nf_h5 *f, const char *group)
 {
@@ -648,6 +739,7 @@ static int build(nf_model *m, const nf_causal_config *c, double tail)
              {"plugin.x", (size_t)c->n_ref * c->dx, &st->s_ref}, {"ema.target", st->tgt_count, &st->s_ema},
              {"ema.steps", 1, &st->s_steps}};
     for (size_t k = 0; rc == NF_OK && k < sizeof s / sizeof s[0]; k++) rc = nf_params_add(m->S, s[k].name, s[k].size, s[k].off);
+    if (rc == NF_OK && c->shift) rc = nf_params_add(m->S, "stats.shift", 2 * (size_t)c->dy * c->dx, &st->s_shift);
     nf_rng_free(rng);
     m->ctx_dim = c->dx + 1;
     return rc;
@@ -670,6 +762,9 @@ static int causal_load(nf_model *m, nf_h5 *f, const char *group, int version)
     double draws = c.draws; /* files from before 2-D outcomes have no draws */
     if (nf_h5_attr_exists(f, path, "draws") == 1) NF_TRY(nf_h5_attr_get_double(f, path, "draws", &draws));
     c.draws = (int)draws;
+    double shift = 0; /* files from before the linear shift have none */
+    if (nf_h5_attr_exists(f, path, "shift") == 1) NF_TRY(nf_h5_attr_get_double(f, path, "shift", &shift));
+    c.shift = (int)shift;
     int64_t seed;
     NF_TRY(nf_h5_attr_get_int64(f, path, "seed", &seed));
     c.seed = (uint64_t)seed;
@@ -964,6 +1059,7 @@ int nf_causal_logp(nf_model *m, nf_causal_estimator est, int arm, const double *
     for (size_t i = 0; rc == NF_OK && i < n; i++) {
         for (int k = 0; k < nr; k++)
             for (int j = 0; j < dy; j++) st->yg[(size_t)k * dy + j] = (nf_real)((y[i * dy + j] - ym[j]) / ys[j]);
+        shift_rows(m, st->yg, nr, st->xs, st->cfg.dx, arm, 1);
         rc = nf_flow_log_prob(st->nu, st->lpg, st->yg, st->ctxg, NULL, nr);
         double mx = -INFINITY, s = 0;
         for (int j = 0; rc == NF_OK && j < nr; j++) mx = fmax(mx, st->lpg[j]);
@@ -1015,6 +1111,7 @@ static int plugin_sample(nf_model *m, int arm, size_t n, nf_rng *rng, double *y)
             st->ctxg[(size_t)j * C + R] = (nf_real)arm;
         }
         rc = nf_flow_sample(st->nu, st->yg, NULL, st->ctxg, k, rng);
+        shift_rows(m, st->yg, k, st->xs, st->cfg.dx, arm, -1);
         for (int i = 0; rc == NF_OK && i < k; i++)
             for (int j = 0; j < dy; j++) y[(at + i) * dy + j] = ym[j] + ys[j] * st->yg[(size_t)i * dy + j];
     }

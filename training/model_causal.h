@@ -41,6 +41,8 @@ typedef struct nf_causal_config {
     double ema;           /* decay of the target flows' moving average (0.995) */
     int n_ref;            /* reference covariates kept for the plug-in (set by create, <= 1000) */
     double margin;        /* grid and spline range: the training range +- margin sd (0.5) */
+    int shift;            /* 1: the nuisance's outcome is shifted by a linear function of the covariates per
+                             arm, ys - B_a xs, before its flow (extrapolates linearly; 0) */
     uint64_t seed;
 } nf_causal_config;
 

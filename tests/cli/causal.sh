@@ -57,6 +57,17 @@ nfrun eval m.h5 test.h5 >/dev/null 2>"$T/err"
 rc=$?
 check "nf eval of a causal model points to nf causal" bash -c "[ $rc != 0 ] && grep -q 'causal' '$T/err'"
 
+# ---- --linear-shift: arm 0 (linear in x), seen only at x ~ N(3, 1), extrapolates to the treated's x --
+nfrun data make causal-poly --shift 3 -n 600 --seed 5 -o poly3.h5 >/dev/null 2>&1
+nfrun data make causal-poly --shift 3 -n 1000 --seed 6 -o test3.h5 >/dev/null 2>&1
+nfrun causal fit poly3.h5 "${FIT[@]}" --linear-shift -o ms.h5 2>"$T/err"
+rc=$?
+check "causal fit --linear-shift exits 0 (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
+j=$(nfrun causal eval ms.h5 test3.h5 --json 2>&1)
+g0=$(sed -n 's/.*"arm": 0.*"gap": {"target": \([-0-9.e]*\).*"arm": 1.*/\1/p' <<<"$j")
+check "with --linear-shift arm 0 comes within 0.25 nats of the truth at shift 3: gap $g0" \
+    awk -v a="$g0" 'BEGIN { exit !(a != "" && a > -0.1 && a < 0.25) }'
+
 # ---- stop and resume -----------------------------------------------------------------------------
 "$NF" causal fit poly.h5 "${FIT[@]}" --steps 1500 -o r.h5 2>"$T/bg.err" &
 pid=$!
