@@ -166,31 +166,80 @@ static void rms_row_backward(nf_real *du, const nf_real *dout, const nf_real *u,
     for (int i = 0; i < dh; i++) du[i] = r * (g[i] * dout[i] - u[i] * r * m);
 }
 
+enum { LANES = 16 };
+
 /* In place over s[0..len-1]: p_j = exp(s_j - m) / z, m = max_k s_k, z = sum_k exp(s_k - m);
- * stat = (m, 1/z) when not NULL.  Rows are long (up to T): AVX2 clones, vectorised reductions. */
-NF_SIMD_CLONES static void softmax_row(nf_real *s, int len, nf_real *stat)
+ * stat = (m, 1/z) when not NULL; s[len..padded-1] (finite, padded_len) become 0.  The loops run over
+ * the padded length, whole vectors, and select by j < len (no scalar remainder; the padding is not
+ * set to -inf, whose exp would be a denormal, slow to compute with). */
+NF_SIMD_CLONES static void softmax_row(nf_real *s, int len, int padded, nf_real *stat)
 {
-    nf_real m = s[0];
-#pragma omp simd reduction(max : m)
-    for (int j = 1; j < len; j++) m = s[j] > m ? s[j] : m;
-    nf_real sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < len; j++) {
-        s[j] = EXP(s[j] - m);
-        sum += s[j];
-    }
-    const nf_real inv = 1 / sum;
+    /* the max and the sum in LANES partial results, then halved in a tree: `omp simd reduction`
+     * combined its lanes in a serial chain of scalar operations, most of the time of a short row */
+    nf_real lane[LANES];
+    for (int l = 0; l < LANES; l++) lane[l] = s[0];
+    for (int j0 = 0; j0 < len; j0 += LANES)
 #pragma omp simd
-    for (int j = 0; j < len; j++) s[j] *= inv;
+        for (int l = 0; l < LANES; l++) {
+            const int j = j0 + l;
+            const nf_real v = j < len ? s[j] : s[0];
+            lane[l] = v > lane[l] ? v : lane[l];
+        }
+#pragma GCC unroll 4
+    for (int w = LANES / 2; w > 0; w /= 2)
+#pragma GCC unroll 8
+        for (int l = 0; l < w; l++) lane[l] = lane[l + w] > lane[l] ? lane[l + w] : lane[l];
+    const nf_real m = lane[0];
+#pragma omp simd
+    for (int j = 0; j < padded; j++) s[j] = j < len ? EXP(s[j] - m) : 0;
+    for (int l = 0; l < LANES; l++) lane[l] = 0;
+    for (int j0 = 0; j0 < padded; j0 += LANES)
+#pragma omp simd
+        for (int l = 0; l < LANES; l++) lane[l] += j0 + l < padded ? s[j0 + l] : 0;
+#pragma GCC unroll 4
+    for (int w = LANES / 2; w > 0; w /= 2)
+#pragma GCC unroll 8
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    const nf_real inv = 1 / lane[0];
+#pragma omp simd
+    for (int j = 0; j < padded; j++) s[j] *= inv;
     if (stat) stat[0] = m, stat[1] = inv;
 }
 
 /* The same probabilities again from the scores and the saved (m, 1/z). */
-NF_SIMD_CLONES static void softmax_row_again(nf_real *s, int len, const nf_real *stat)
+NF_SIMD_CLONES static void softmax_row_again(nf_real *s, int len, int padded, const nf_real *stat)
 {
     const nf_real m = stat[0], inv = stat[1];
 #pragma omp simd
-    for (int j = 0; j < len; j++) s[j] = EXP(s[j] - m) * inv;
+    for (int j = 0; j < padded; j++) s[j] = j < len ? EXP(s[j] - m) * inv : 0;
+}
+
+/* The columns a row's passes run over: row i's keys lo..i, padded to a multiple of LANES (a whole
+ * AVX-512 vector of floats) while inside the row block's columns (< r1: the block's product wrote
+ * them, finite, and they are zeroed right of the diagonal afterwards).  A row is 1 to T keys long:
+ * without the padding much of each row's work was the scalar remainder loops after its vectors. */
+static int padded_len(int lo, int i, int r1)
+{
+    const int len = i + 1 - lo, up = (len + LANES - 1) / LANES * LANES;
+    return lo + up <= r1 ? up : r1 - lo;
+}
+
+/* Softmax backward of one row in place, p the probabilities, s = dP on entry, dS on exit:
+ *     dS_j = p_j (dP_j - sum_k p_k dP_k) scale,
+ * the dot in double, in LANES partial sums halved in a tree (as softmax_row's). */
+NF_SIMD_CLONES static void softmax_grad_row(const nf_real *p, nf_real *s, int n, nf_real scale)
+{
+    double lane[LANES] = {0};
+    for (int j0 = 0; j0 < n; j0 += LANES)
+#pragma omp simd
+        for (int l = 0; l < LANES; l++) lane[l] += j0 + l < n ? (double)p[j0 + l] * s[j0 + l] : 0;
+#pragma GCC unroll 4
+    for (int w = LANES / 2; w > 0; w /= 2)
+#pragma GCC unroll 8
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    const nf_real dt = (nf_real)lane[0];
+#pragma omp simd
+    for (int j = 0; j < n; j++) s[j] = p[j] * (s[j] - dt) * scale;
 }
 
 /* The per-part tiles at the end of the scratch. */
@@ -237,13 +286,13 @@ static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again
                 j->w.ldk, 0, p + (size_t)r0 * T + c0, T);
         for (int i = r0; i < r1; i++) {
             nf_real *pi = p + (size_t)i * T;
-            const int lo = key_lo(A, i);
+            const int lo = key_lo(A, i), len = i + 1 - lo, padded = padded_len(lo, i, r1);
             if (again)
-                softmax_row_again(pi + lo, i + 1 - lo, stat + 2 * (size_t)i);
+                softmax_row_again(pi + lo, len, padded, stat + 2 * (size_t)i);
             else
-                softmax_row(pi + lo, i + 1 - lo, stat + 2 * (size_t)i);
+                softmax_row(pi + lo, len, padded, stat + 2 * (size_t)i);
             zero_left_of_window(pi, c0, lo);
-            for (int c = i + 1; c < r1; c++) pi[c] = 0;
+            for (int c = lo + padded; c < r1; c++) pi[c] = 0;
         }
     }
 }
@@ -316,13 +365,8 @@ static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *
         for (int i = r0; i < r1; i++) {
             const nf_real *pi = p + (size_t)i * T;
             nf_real *si = ds + (size_t)i * T;
-            const int lo = key_lo(A, i);
-            double dot = 0;
-#pragma omp simd reduction(+ : dot)
-            for (int c = lo; c <= i; c++) dot += (double)pi[c] * si[c];
-            const nf_real dt = (nf_real)dot;
-#pragma omp simd
-            for (int c = lo; c <= i; c++) si[c] = pi[c] * (si[c] - dt) * scale;
+            const int lo = key_lo(A, i), end = lo + padded_len(lo, i, r1); /* P is 0 right of i */
+            softmax_grad_row(pi + lo, si + lo, end - lo, scale);
             zero_left_of_window(si, c0, lo);
             for (int c = i + 1; c < r1; c++) si[c] = 0;
         }
@@ -457,7 +501,8 @@ static void step_part(void *arg, int part, int nparts)
             for (int r = 0; r < m; r++) {
                 nf_real *sr = s + (size_t)r * Lw;
                 const int lo = key_lo(A, t0 + r) - c0;
-                softmax_row(sr + lo, t0 + r + 1 - c0 - lo, NULL);
+                const int len = t0 + r + 1 - c0 - lo;
+                softmax_row(sr + lo, len, len, NULL);
                 for (int c = 0; c < lo; c++) sr[c] = 0;
                 for (int c = t0 + r + 1 - c0; c < Lw; c++) sr[c] = 0;
             }
