@@ -44,6 +44,11 @@ void nf_act_backward(nf_activation a, nf_real *dx, const nf_real *dy, const nf_r
 /* The same with leaky relu's negative slope given (nf_act_forward/backward use 0.01; the other
  * activations ignore it); accumulate = 0 overwrites dx with dy * f'(x) instead of adding. */
 void nf_act_forward_ex(nf_activation a, double slope, nf_real *y, const nf_real *x, size_t n);
+/* GELU y = x Phi(x) over n entries, x overwritten with GELU'(x): the backward is then dy * x, the same
+ * bits as nf_act_backward of GELU.  y must not alias x. */
+void nf_act_gelu_forward_grad(nf_real *y, nf_real *x, size_t n);
+/* dx = dy * d over n entries (d a kept derivative; dx may alias dy). */
+void nf_act_grad_apply(nf_real *dx, const nf_real *dy, const nf_real *d, size_t n);
 void nf_act_backward_ex(nf_activation a, double slope, nf_real *dx, const nf_real *dy, const nf_real *x,
                         const nf_real *y, size_t n, int accumulate);
 

@@ -2,7 +2,8 @@
  *     h = x + Attn(LN1(x)),   y = h + fc2(GELU(fc1(LN2(h)))).
  *
  * Forward cache (N = n*T rows):  a (N, d) = LN1(x) | c1 (N, 2) | attention cache | h (N, d) |
- *                                c2 (N, 2) | b (N, d) = LN2(h) | m (N, r d) = fc1(b) | g (N, r d) = GELU(m)
+ *                                c2 (N, 2) | b (N, d) = LN2(h) | m (N, r d) = fc1(b), which the GELU
+ *                                overwrites with GELU'(m) for backward | g (N, r d) = GELU(m)
  * Scratch:                       dh (N, d) | db, later da (N, d) | dm (N, r d), later the attention's
  *                                scratch (the MLP's gradient is spent before attention backward starts);
  *                                forward lends all of it to the attention
@@ -78,7 +79,7 @@ void nf_tblock_forward(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_r
     for (size_t i = 0; i < Nd; i++) v.h[i] += x[i];
     nf_layernorm_forward(&B->ln2, P, v.b, v.c2, v.h, N);
     nf_linear_forward(&B->fc1, P, NULL, v.m, v.b, N);
-    nf_act_forward(NF_ACT_GELU, v.g, v.m, (size_t)N * B->hidden);
+    nf_act_gelu_forward_grad(v.g, v.m, (size_t)N * B->hidden); /* v.m now holds GELU'(m) */
     nf_linear_forward_res(&B->fc2, P, NULL, y, v.h, v.g, N);
 }
 
@@ -95,7 +96,7 @@ void nf_tblock_backward(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_
     nf_real *dh = scratch, *db = dh + Nd, *dm = db + Nd, *att_sc = dm;
     memcpy(dh, dy, Nd * sizeof *dh);
     nf_linear_backward_cat(&B->fc2, P, NULL, dm, NULL, dy, v.g, NULL, 0, 0, N);
-    nf_act_backward_ex(NF_ACT_GELU, 0, dm, dm, v.m, v.g, Nh, 0);
+    nf_act_grad_apply(dm, dm, v.m, Nh); /* dm = (dy W2) GELU'(m), the derivative kept by forward */
     nf_linear_backward_cat(&B->fc1, P, NULL, db, NULL, dm, v.b, NULL, 0, 0, N);
     nf_layernorm_backward(&B->ln2, P, dh, db, v.h, v.c2, N);
     nf_real *da = db;
