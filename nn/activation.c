@@ -210,7 +210,7 @@ void nf_act_forward(nf_activation a, nf_real *y, const nf_real *x, size_t n)
 
 /* GELU forward that keeps its derivative: y = x Phi(x), then x is overwritten with
  * GELU'(x) = Phi(x) + x phi(x), each computed as the two passes compute them (the same bits), so a
- * backward is dx = dy * x (nf_mul_inplace): Phi once for both directions instead of twice, and no
+ * backward is dx = dy * x (nf_act_grad_apply): Phi once for both directions instead of twice, and no
  * exp left in the backward (the GELU passes were an eighth of a TarFlow step). */
 NF_SIMD_CLONES static void gelu_forward_grad_simd(nf_real *y, nf_real *x, size_t n)
 {

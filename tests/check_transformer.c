@@ -294,15 +294,16 @@ static double hidden_fd(fcase *c, const nf_real *w, const nf_real *v, size_t nh,
 }
 #endif
 
+/* The loss below sums every hidden entry (n T d of them, each about 1), so its central differences
+ * carry about 1e-10 of rounding (1e-16 of a sum near 1e2, over the stencil's 12 h with h = 1e-4):
+ * gradients are compared relative to at least 1e-2 (1e-9 absolute), where the others use 1e-3.  At
+ * 1e-3 an entry of 1e-3 failed when the softmax's sums changed order (the backward unchanged to the
+ * 12 digits printed, the differences moved by 5e-11). */
+#define HIDDEN_FLOOR 1e-2
+
 /* The final hidden state and a second gradient into it (a loss on the hidden state besides y):
  * backward_hidden against central differences of sum(w y) + sum(v h_L) for every parameter, input
  * and context entry; with dh = NULL it is backward. */
-/* This loss sums every hidden entry (n T d of them, each about 1), so its central differences carry
- * about 1e-10 of rounding (1e-16 of a sum near 1e2, over the stencil's 12 h with h = 1e-4): gradients
- * are compared relative to at least 1e-2 (1e-9 absolute), where the others use 1e-3.  At 1e-3 an
- * entry of 1e-3 failed when the softmax's sums changed order (backward the same to 1e-15, the
- * differences 5e-11 apart). */
-#define HIDDEN_FLOOR 1e-2
 START_TEST(test_tf_hidden_gradients)
 {
 #ifdef NF_DOUBLE
