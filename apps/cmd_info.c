@@ -13,6 +13,7 @@
 #include "datasets/sequences.h"
 #include "datasets/source.h"
 #include "distributions/target.h"
+#include "training/model_causal.h"
 #include "training/model_dependent.h"
 #include "training/model_file.h"
 #include "training/model_image.h"
@@ -168,6 +169,22 @@ static void print_video(const nf_model *m)
                nf_model_video_denoiser_params(m));
 }
 
+/* A causal model's units and its two stages' settings. */
+static void print_causal(const nf_model *m)
+{
+    const nf_causal_config *c = nf_model_causal_config(m);
+    if (!c) return;
+    printf("units           %d covariate%s, a 0/1 treatment, a %d-D outcome\n", c->dx, c->dx == 1 ? "" : "s", c->dy);
+    printf("nuisance        representation %d, spline conditioner %d, %d bins; training noise %g; propensity weight "
+           "%g%s\n", c->repr, c->hidden, c->bins, c->noise_r, c->alpha,
+           c->shift ? "; each arm's least-squares line removed (--linear-shift)" : "");
+    if (c->dy == 1)
+        printf("target          per arm a spline flow on a grid of %d points", c->grid);
+    else
+        printf("target          per arm two autoregressive splines on %d nuisance draws a unit", c->draws);
+    printf("; the bias correction leaves out units of propensity below %g; weight average %g\n", c->clip, c->ema);
+}
+
 static int info_model(const char *path)
 {
     nf_model *model;
@@ -207,6 +224,7 @@ static int info_model(const char *path)
     if (model->type == &nf_model_dependent) print_dependence(model);
     print_image(model);
     print_video(model);
+    print_causal(model);
     printf("parameters      %zu trainable, %zu state values\n", model->P->n, model->S->n);
     if (meta.data_path[0]) {
         printf("data            %s:%s (%ld training samples", meta.data_path, meta.data_dataset, meta.n_train);

@@ -67,6 +67,12 @@ j=$(nfrun causal eval ms.h5 test3.h5 --json 2>&1)
 g0=$(sed -n 's/.*"arm": 0.*"gap": {"target": \([-0-9.e]*\).*"arm": 1.*/\1/p' <<<"$j")
 check "with --linear-shift arm 0 comes within 0.25 nats of the truth at shift 3: gap $g0" \
     awk -v a="$g0" 'BEGIN { exit !(a != "" && a > -0.1 && a < 0.25) }'
+nfrun info ms.h5 >"$T/info" 2>&1
+check "nf info shows the settings, the linear shift among them" \
+    bash -c "grep -q 'least-squares line removed' '$T/info' && grep -q 'grid of 64 points' '$T/info'"
+nfrun info m.h5 >"$T/info" 2>&1
+check "nf info of a model without the shift does not claim it" \
+    bash -c "grep -q 'spline conditioner 16' '$T/info' && ! grep -q 'least-squares' '$T/info'"
 
 # ---- stop and resume -----------------------------------------------------------------------------
 "$NF" causal fit poly.h5 "${FIT[@]}" --steps 1500 -o r.h5 2>"$T/bg.err" &
