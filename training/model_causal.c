@@ -234,6 +234,17 @@ static void shift_rows(const nf_model *m, nf_real *y, int n, const nf_real *xs, 
     }
 }
 
+/* shift_rows for n units (encode() done): each one's outcome ys_i (dy) less its own arm's line at its
+ * covariates; ctx the units' [x, a] rows. */
+static void shift_units(const nf_model *m, nf_real *ys, const nf_real *ctx, int n)
+{
+    const causal_state *st = m->state;
+    const int dx = st->cfg.dx;
+    for (int i = 0; st->cfg.shift && i < n; i++)
+        shift_rows(m, ys + (size_t)i * st->cfg.dy, 1, st->xs + (size_t)i * dx, dx,
+                   ctx[(size_t)i * (dx + 1) + dx] == 1, 1);
+}
+
 /* The shift (cfg.shift, at create): per arm the ridge least-squares slopes of the standardised
  * outcomes on the standardised covariates of that arm's n_a units (intercept by centring),
  *     B_a = argmin sum_{i: A_i = a} ||(ys_i - mean) - B (xs_i - mean)||^2 + n_a 1e-3 ||B||^2,
@@ -305,9 +316,7 @@ static int nuisance_pass(nf_model *m, const nf_batch *b, nf_rng *rng, int grad, 
     standardise_y(m, st->ys, b->x, n);
     if (noisy && st->cfg.noise_y > 0)
         for (size_t k = 0; k < (size_t)n * st->cfg.dy; k++) st->ys[k] += (nf_real)(st->cfg.noise_y * nf_rng_normal(rng));
-    for (int i = 0; i < n; i++)
-        shift_rows(m, st->ys + (size_t)i * st->cfg.dy, 1, st->xs + (size_t)i * dx, dx,
-                   b->ctx[(size_t)i * (dx + 1) + dx] == 1, 1);
+    shift_units(m, st->ys, b->ctx, n);
     NF_TRY(nf_flow_log_prob(st->nu, st->lp, st->ys, st->ctx, NULL, n));
     const double lsy = log_scale_y(m), alpha = st->cfg.alpha;
     double total = 0;
@@ -641,11 +650,9 @@ static int causal_init_data(nf_model *m, const nf_source *train)
         }
         standardise_y(m, st->ys, b.x, n);
         if (st->cfg.shift) rc = shift_start(m, st->xs, st->ys, b.ctx, n);
-        for (int i = 0; i < n; i++)
-            shift_rows(m, st->ys + (size_t)i * st->cfg.dy, 1, st->xs + (size_t)i * dx, dx,
-                       b.ctx[(size_t)i * (dx + 1) + dx] == 1, 1);
+        shift_units(m, st->ys, b.ctx, n);
         nf_flow_set_training(st->nu, 1);
-        rc = nf_flow_log_prob(st->nu, st->lp, st->ys, st->ctx, NULL, n);
+        if (rc == NF_OK) rc = nf_flow_log_prob(st->nu, st->lp, st->ys, st->ctx, NULL, n);
         nf_flow_set_training(st->nu, st->training);
     }
     const int dy = st->cfg.dy, nq = dy == 1 ? K : n;
