@@ -234,7 +234,7 @@ static int info_model(const char *path)
     }
     if (nf_h5_exists(f, "/training")) {
         char opt[32] = "", sched[32] = "", reason[128] = "";
-        double lr = 0, batch = 0, steps = 0, epochs = 0, seed = 0, bstep = -1, bval = NAN, step = 0, ema = 0;
+        double lr = 0, batch = 0, steps = 0, epochs = 0, seed = 0, bstep = -1, bval = NAN, step = 0, ema = 0, wd = 0;
         nf_h5_attr_get_string(f, "/training", "optimizer", opt, sizeof opt);
         nf_h5_attr_get_string(f, "/training", "schedule", sched, sizeof sched);
         nf_h5_attr_get_string(f, "/training", "stop_reason", reason, sizeof reason);
@@ -244,11 +244,14 @@ static int info_model(const char *path)
         nf_h5_attr_get_double(f, "/training", "epochs", &epochs);
         nf_h5_attr_get_double(f, "/training", "seed", &seed);
         if (nf_h5_attr_exists(f, "/training", "ema")) nf_h5_attr_get_double(f, "/training", "ema", &ema);
+        if (nf_h5_attr_exists(f, "/training", "weight_decay"))
+            nf_h5_attr_get_double(f, "/training", "weight_decay", &wd);
         nf_h5_attr_get_double(f, "/training/checkpoint", "step", &step);
         nf_h5_attr_get_double(f, "/training/checkpoint", "best_step", &bstep);
         nf_h5_attr_get_double(f, "/training/checkpoint", "best_val", &bval);
         printf("training        %s, lr %g (%s schedule), batch %.0f, seed %.0f, limit %.0f steps%s", opt, lr, sched,
                batch, seed, steps, epochs > 0 ? " or epochs" : "");
+        if (wd > 0) printf("; weight decay %g", wd);
         if (ema > 0) printf("; moving average of the weights, decay %g", ema);
         printf("\n");
         const char *cmd = model->type->command;

@@ -56,6 +56,7 @@ static const char *const FIT_HELP =
     "  --batch N            sequences per step                                [64]\n"
     "  --lr X               learning rate (Adam, cosine schedule)             [1e-3]\n"
     "  --clip X             gradient-norm clip; 0 = off                       [5]\n"
+    "  --weight-decay X     L2 penalty on every weight, added to the gradient [0]\n"
     "  --ema D              validate and keep a moving average of the weights\n"
     "                       over about 1/(1-D) steps; 0 = off                 [0]\n"
     "  --val-frac F         sequences held out for validation                 [0.2]\n"
@@ -140,6 +141,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--mark-dim", .kind = FLAG_INT, .dst = &mc.mark_dim, .lo = 1, .hi = 1024},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
         FLAG_EMA(tc),
+        FLAG_WEIGHT_DECAY(tc),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 1};

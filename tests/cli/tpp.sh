@@ -50,6 +50,19 @@ check "time rescaling rejects a rate-3 process under the rate-2 fit: KS p $rp < 
     awk -v p="$rp" -v m="$rm_" 'BEGIN { exit !(p != "" && p < 1e-6 && m < 0.8) }'
 nfrun info m.h5 >"$T/info" 2>&1
 check "info shows the tpp kind" grep -q '^kind *tpp' "$T/info"
+# --weight-decay: stored with the model (nf info shows it) and it changes the fit
+nfrun tpp fit pois.h5 "${FIT[@]}" --steps 40 --weight-decay 0.5 -o wd.h5 2>"$T/err"
+rc=$?
+nfrun info wd.h5 >"$T/info" 2>&1
+check "tpp fit --weight-decay 0.5 exits 0 and nf info shows the decay (exit $rc)" \
+    bash -c "[ $rc = 0 ] && grep -q 'weight decay 0.5' '$T/info'"
+nfrun tpp fit pois.h5 "${FIT[@]}" --steps 40 -o nowd.h5 2>/dev/null
+e1=$(nfrun tpp eval wd.h5 pois.h5 --json 2>&1)
+e2=$(nfrun tpp eval nowd.h5 pois.h5 --json 2>&1)
+check "weight decay changes the fitted model" bash -c "[ -n '$e1' ] && [ -n '$e2' ] && [ '$e1' != '$e2' ]"
+nfrun tpp fit pois.h5 --weight-decay -1 -o x.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a negative weight decay: usage error naming the flag" bash -c "[ $rc = 2 ] && grep -q weight-decay '$T/err'"
 nfrun eval m.h5 pois.h5 >/dev/null 2>"$T/err"
 rc=$?
 check "nf eval of a tpp model names the kind and nf tpp" bash -c "[ $rc != 0 ] && grep -q 'tpp' '$T/err'"
