@@ -53,6 +53,8 @@
 #include "flows/tarflow.h"
 
 #include "core/threads.h"
+#include "core/simd.h"
+#include "flows/fastmath.h"
 #include "flows/image_shape.h"
 #include "flows/jacobi.h"
 #include "nn/transformer.h"
@@ -133,7 +135,17 @@ static void scatter(const tarflow_state *st, nf_real *x, const nf_real *tok, int
         }
 }
 
-static inline nf_real soft_clamp(nf_real a, nf_real c) { return c * (nf_real)tanh(a / c); }
+/* exp and tanh: libm in the double build (the tests' reference precision), flows/fastmath.h's inline
+ * float versions otherwise (libm's are calls that took 4% of a video training step). */
+#ifdef NF_DOUBLE
+#define EXP exp
+#define TANH tanh
+#else
+#define EXP nf_fast_expf
+#define TANH nf_fast_tanhf
+#endif
+
+static inline nf_real soft_clamp(nf_real a, nf_real c) { return c * TANH(a / c); }
 
 /* Guided conditioner outputs: out <- (1 + w) out - w outu, over len entries. */
 static void guide(nf_real *out, const nf_real *outu, double w, size_t len)
@@ -150,29 +162,60 @@ static int split_rows(int R, const tarflow_state *st)
     return R > 1 && (size_t)R * st->T * st->din > 8192 && !nf_threads_in_parallel();
 }
 
+/* One sequence of T tokens (din values each; token t's (a, mu) in out[t * 2 din ..]): z = (x - mu)
+ * exp(-s), s = soft_clamp(a); returns sum s.  Vectorised over each token's values (SIMD clones). */
+NF_SIMD_CLONES static double affine_seq_forward(nf_real *z, const nf_real *x, const nf_real *out, int T, int din,
+                                                nf_real clamp)
+{
+    double ld = 0;
+    for (int t = 0; t < T; t++) {
+        const nf_real *a = out + (size_t)t * 2 * din, *mu = a + din, *xv = x + (size_t)t * din;
+        nf_real *zv = z + (size_t)t * din, lt = 0;
+#pragma omp simd reduction(+ : lt)
+        for (int k = 0; k < din; k++) {
+            nf_real sk = soft_clamp(a[k], clamp);
+            zv[k] = (xv[k] - mu[k]) * EXP(-sk);
+            lt += sk;
+        }
+        ld += lt;
+    }
+    return ld;
+}
+
 /* z = (x - mu) exp(-s) over R sequences of tokens; logdet[i / K] -= sum s (sequence i is frame
  * i mod K of row i / K). */
 static void affine_forward(const tarflow_state *st, nf_real *zt, nf_real *logdet, const nf_real *xt,
                            const nf_real *out, int R)
 {
     const int T = st->T, din = st->din, K = st->frames;
+    const size_t E = (size_t)T * din;
     /* by row of logdet (its K sequences, in order), so a thread owns each entry it writes */
 #pragma omp parallel for schedule(static) if (split_rows(R, st))
-    for (int r = 0; r < R / K; r++)
-        for (int i = r * K; i < (r + 1) * K; i++) {
-            double ld = 0;
-            for (int t = 0; t < T; t++) {
-                const nf_real *a = out + ((size_t)i * T + t) * 2 * din, *mu = a + din;
-                const nf_real *x = xt + ((size_t)i * T + t) * din;
-                nf_real *z = zt + ((size_t)i * T + t) * din;
-                for (int k = 0; k < din; k++) {
-                    nf_real s = soft_clamp(a[k], st->clamp);
-                    z[k] = (x[k] - mu[k]) * (nf_real)exp(-s);
-                    ld += s;
-                }
-            }
-            logdet[r] -= (nf_real)ld;
+    for (int r = 0; r < R / K; r++) {
+        double ld = 0;
+        for (int i = r * K; i < (r + 1) * K; i++)
+            ld += affine_seq_forward(zt + i * E, xt + i * E, out + 2 * i * E, T, din, st->clamp);
+        logdet[r] -= (nf_real)ld;
+    }
+}
+
+/* Backward of affine_seq_forward for one sequence, its logdet's gradient dl (of -sum s) included:
+ * with e = exp(-s), z = (x - mu) e:  dx = dz e,  dmu = -dz e,  da = (-dz z - dl) (1 - (s / c)^2). */
+NF_SIMD_CLONES static void affine_seq_backward(nf_real *dx, nf_real *dout, const nf_real *dz, const nf_real *x,
+                                               const nf_real *out, nf_real dl, int T, int din, nf_real clamp)
+{
+    for (int t = 0; t < T; t++) {
+        const nf_real *a = out + (size_t)t * 2 * din, *mu = a + din, *xv = x + (size_t)t * din;
+        const nf_real *dzv = dz + (size_t)t * din;
+        nf_real *da = dout + (size_t)t * 2 * din, *dmu = da + din, *dxv = dx + (size_t)t * din;
+#pragma omp simd
+        for (int k = 0; k < din; k++) {
+            nf_real sk = soft_clamp(a[k], clamp), e = EXP(-sk), zk = (xv[k] - mu[k]) * e, r = sk / clamp;
+            dxv[k] = dzv[k] * e;
+            dmu[k] = -dzv[k] * e;
+            da[k] = (-dzv[k] * zk - dl) * (1 - r * r);
         }
+    }
 }
 
 /* x = z exp(s) + mu for the tokens t in [t0, t1) of one row (its tokens x, z; its (a, mu) in out). */
@@ -183,7 +226,7 @@ static void affine_inverse_tokens(const tarflow_state *st, nf_real *x, const nf_
     for (int t = t0; t < t1; t++) {
         const nf_real *a = out + (size_t)t * 2 * din, *mu = a + din;
         for (int k = 0; k < din; k++)
-            x[(size_t)t * din + k] = z[(size_t)t * din + k] * (nf_real)exp(soft_clamp(a[k], st->clamp)) + mu[k];
+            x[(size_t)t * din + k] = z[(size_t)t * din + k] * EXP(soft_clamp(a[k], st->clamp)) + mu[k];
     }
 }
 
@@ -209,20 +252,11 @@ static int tarflow_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf
     tf_ws w = split_ws(b, ws, n);
     const int T = st->T, din = st->din, R = n * st->frames;
     gather(st, w.zt, dy, b->dim, n); /* dz tokens (zt is free after forward) */
+    const size_t E = (size_t)T * din;
 #pragma omp parallel for schedule(static) if (split_rows(R, st))
     for (int i = 0; i < R; i++)
-        for (int t = 0; t < T; t++) {
-            const nf_real *a = w.out + ((size_t)i * T + t) * 2 * din, *mu = a + din;
-            const nf_real *xv = w.xt + ((size_t)i * T + t) * din, *dz = w.zt + ((size_t)i * T + t) * din;
-            nf_real *da = w.dout + ((size_t)i * T + t) * 2 * din, *dmu = da + din, *dxv = w.dxt + ((size_t)i * T + t) * din;
-            for (int k = 0; k < din; k++) {
-                nf_real s = soft_clamp(a[k], st->clamp), e = (nf_real)exp(-s), z = (xv[k] - mu[k]) * e;
-                dxv[k] = dz[k] * e;
-                dmu[k] = -dz[k] * e;
-                nf_real ds = -dz[k] * z - dlogdet[i / st->frames], r = s / st->clamp;
-                da[k] = ds * (1 - r * r);
-            }
-        }
+        affine_seq_backward(w.dxt + i * E, w.dout + 2 * i * E, w.zt + i * E, w.xt + i * E, w.out + 2 * i * E,
+                            dlogdet[i / st->frames], T, din, st->clamp);
     nf_transformer_backward_hidden(st->tf, b->P, w.tfws, w.dxt, dctx, w.dout, st->dh, w.xt, ctx, R);
     if (dx) {
         scatter(st, dx, w.dxt, b->dim, n, 1);
@@ -277,7 +311,7 @@ static int inverse_sequential(nf_bijector *b, tf_ws *w, nf_real *logdet, const n
             double ld = 0;
             for (int k = 0; k < din; k++) {
                 nf_real s = soft_clamp(a[k], st->clamp);
-                w->xt[at + k] = w->zt[at + k] * (nf_real)exp(s) + mu[k];
+                w->xt[at + k] = w->zt[at + k] * EXP(s) + mu[k];
                 ld += s;
             }
             logdet[i / st->frames] += (nf_real)ld;
@@ -405,7 +439,7 @@ static int inverse_blocks(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_re
                     const size_t at = ((size_t)i * T + t0 + r) * din;
                     const nf_real *a = yt + ((size_t)i * mb + r) * 2 * din, *mu = a + din;
                     for (int e = 0; e < din; e++) {
-                        nf_real v = w->zt[at + e] * (nf_real)exp(soft_clamp(a[e], st->clamp)) + mu[e];
+                        nf_real v = w->zt[at + e] * EXP(soft_clamp(a[e], st->clamp)) + mu[e];
                         change = fmax(change, fabs((double)v - w->xt[at + e]));
                         w->xt[at + e] = v;
                     }
