@@ -31,14 +31,6 @@
 #include "flows/fastmath.h"
 #include "core/simd.h"
 
-#ifdef NF_DOUBLE
-#define EXP exp
-#define TANH tanh
-#else
-#define EXP nf_fast_expf
-#define TANH nf_fast_tanhf
-#endif
-
 typedef struct affine_state {
     nf_coupling cp;
     nf_real clamp;
@@ -82,9 +74,9 @@ NF_SIMD_CLONES static void soft_clamp(const affine_state *st, nf_real *h, nf_rea
     const size_t m = (size_t)n * st->cp.dt;
 #pragma omp simd
     for (size_t k = 0; k < m; k++) {
-        nf_real s = c * TANH(h[2 * k + 1] * ic);
+        nf_real s = c * NF_TANH(h[2 * k + 1] * ic);
         h[2 * k + 1] = s;
-        e[k] = EXP(sign * s);
+        e[k] = NF_EXP(sign * s);
     }
 }
 
@@ -93,7 +85,7 @@ NF_SIMD_CLONES static void exp_scales(nf_real *dh, const nf_real *h, nf_real sig
 {
     const size_t m = (size_t)n * dt;
 #pragma omp simd
-    for (size_t k = 0; k < m; k++) dh[2 * k + 1] = EXP(sign * h[2 * k + 1]);
+    for (size_t k = 0; k < m; k++) dh[2 * k + 1] = NF_EXP(sign * h[2 * k + 1]);
 }
 
 /* forward: y_c = x_c, y_t = x_t exp(s) + t;  logdet += sum_k s_k. */

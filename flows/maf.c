@@ -31,14 +31,6 @@
 #include "flows/fastmath.h"
 #include "core/simd.h"
 
-#ifdef NF_DOUBLE
-#define EXP exp
-#define TANH tanh
-#else
-#define EXP nf_fast_expf
-#define TANH nf_fast_tanhf
-#endif
-
 typedef struct maf_state {
     nf_ar ar;
     nf_real clamp;
@@ -139,7 +131,7 @@ static void scatter(nf_real *restrict dst, const nf_real *restrict src, const af
 }
 
 /* theta = (t, a) per element; s = clamp tanh(a / clamp). */
-static inline nf_real soft_clamp(nf_real clamp, nf_real a) { return clamp * TANH(a / clamp); }
+static inline nf_real soft_clamp(nf_real clamp, nf_real a) { return clamp * NF_TANH(a / clamp); }
 
 /* w = v exp(s) + t (sign 1), or v = (w - t) exp(-s) (sign -1);  ld += sign s, lde = s. */
 NF_SIMD_CLONES static void affine_map(nf_real c, nf_real sign, nf_real *out, nf_real *ld, nf_real *lde, const nf_real *in,
@@ -156,13 +148,13 @@ NF_SIMD_CLONES static void affine_map(nf_real c, nf_real sign, nf_real *out, nf_
 #pragma omp simd
             for (int e = 0; e < m; e++) {
                 sb[e] = soft_clamp(c, ab[e]);
-                xb[e] = xb[e] * EXP(sb[e]) + tb[e];
+                xb[e] = xb[e] * NF_EXP(sb[e]) + tb[e];
             }
         } else {
 #pragma omp simd
             for (int e = 0; e < m; e++) {
                 sb[e] = soft_clamp(c, ab[e]);
-                xb[e] = (xb[e] - tb[e]) * EXP(-sb[e]);
+                xb[e] = (xb[e] - tb[e]) * NF_EXP(-sb[e]);
             }
         }
         scatter(out, xb, &B, stride, 1, 0, 0);
@@ -208,7 +200,7 @@ NF_SIMD_CLONES static void affine_backward(const void *cfg, nf_real *dv, nf_real
 #pragma omp simd
         for (int e = 0; e < m; e++) {
             nf_real se = soft_clamp(c, ab[e]), q = se / c;
-            eb[e] = gb[e] * EXP(se);
+            eb[e] = gb[e] * NF_EXP(se);
             ab[e] = (eb[e] * vb[e] + lb[e]) * (1 - q * q);
         }
         if (dv) scatter(dv, eb, &B, stride, 1, 0, 1);

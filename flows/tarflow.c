@@ -135,17 +135,7 @@ static void scatter(const tarflow_state *st, nf_real *x, const nf_real *tok, int
         }
 }
 
-/* exp and tanh: libm in the double build (the tests' reference precision), flows/fastmath.h's inline
- * float versions otherwise (libm's are calls that took 4% of a video training step). */
-#ifdef NF_DOUBLE
-#define EXP exp
-#define TANH tanh
-#else
-#define EXP nf_fast_expf
-#define TANH nf_fast_tanhf
-#endif
-
-static inline nf_real soft_clamp(nf_real a, nf_real c) { return c * TANH(a / c); }
+static inline nf_real soft_clamp(nf_real a, nf_real c) { return c * NF_TANH(a / c); }
 
 /* Guided conditioner outputs: out <- (1 + w) out - w outu, over len entries. */
 static void guide(nf_real *out, const nf_real *outu, double w, size_t len)
@@ -174,7 +164,7 @@ NF_SIMD_CLONES static double affine_seq_forward(nf_real *z, const nf_real *x, co
 #pragma omp simd reduction(+ : lt)
         for (int k = 0; k < din; k++) {
             nf_real sk = soft_clamp(a[k], clamp);
-            zv[k] = (xv[k] - mu[k]) * EXP(-sk);
+            zv[k] = (xv[k] - mu[k]) * NF_EXP(-sk);
             lt += sk;
         }
         ld += lt;
@@ -210,7 +200,7 @@ NF_SIMD_CLONES static void affine_seq_backward(nf_real *dx, nf_real *dout, const
         nf_real *da = dout + (size_t)t * 2 * din, *dmu = da + din, *dxv = dx + (size_t)t * din;
 #pragma omp simd
         for (int k = 0; k < din; k++) {
-            nf_real sk = soft_clamp(a[k], clamp), e = EXP(-sk), zk = (xv[k] - mu[k]) * e, r = sk / clamp;
+            nf_real sk = soft_clamp(a[k], clamp), e = NF_EXP(-sk), zk = (xv[k] - mu[k]) * e, r = sk / clamp;
             dxv[k] = dzv[k] * e;
             dmu[k] = -dzv[k] * e;
             da[k] = (-dzv[k] * zk - dl) * (1 - r * r);
@@ -226,7 +216,7 @@ static void affine_inverse_tokens(const tarflow_state *st, nf_real *x, const nf_
     for (int t = t0; t < t1; t++) {
         const nf_real *a = out + (size_t)t * 2 * din, *mu = a + din;
         for (int k = 0; k < din; k++)
-            x[(size_t)t * din + k] = z[(size_t)t * din + k] * EXP(soft_clamp(a[k], st->clamp)) + mu[k];
+            x[(size_t)t * din + k] = z[(size_t)t * din + k] * NF_EXP(soft_clamp(a[k], st->clamp)) + mu[k];
     }
 }
 
@@ -311,7 +301,7 @@ static int inverse_sequential(nf_bijector *b, tf_ws *w, nf_real *logdet, const n
             double ld = 0;
             for (int k = 0; k < din; k++) {
                 nf_real s = soft_clamp(a[k], st->clamp);
-                w->xt[at + k] = w->zt[at + k] * EXP(s) + mu[k];
+                w->xt[at + k] = w->zt[at + k] * NF_EXP(s) + mu[k];
                 ld += s;
             }
             logdet[i / st->frames] += (nf_real)ld;
@@ -439,7 +429,7 @@ static int inverse_blocks(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_re
                     const size_t at = ((size_t)i * T + t0 + r) * din;
                     const nf_real *a = yt + ((size_t)i * mb + r) * 2 * din, *mu = a + din;
                     for (int e = 0; e < din; e++) {
-                        nf_real v = w->zt[at + e] * EXP(soft_clamp(a[e], st->clamp)) + mu[e];
+                        nf_real v = w->zt[at + e] * NF_EXP(soft_clamp(a[e], st->clamp)) + mu[e];
                         change = fmax(change, fabs((double)v - w->xt[at + e]));
                         w->xt[at + e] = v;
                     }
