@@ -65,10 +65,6 @@ typedef struct flag_spec {
 /* --ema D: the trainer's moving average of the weights (nf_train_config.ema; 0 = off). */
 #define FLAG_EMA(tc) {.name = "--ema", .kind = FLAG_DOUBLE, .dst = &(tc).ema, .lo = 0, .hi = 0.999999}
 
-/* --weight-decay X: Adam's L2 term (nf_optim_config.weight_decay, added to each gradient; 0 = off). */
-#define FLAG_WEIGHT_DECAY(tc) \
-    {.name = "--weight-decay", .kind = FLAG_DOUBLE, .dst = &(tc).optim.weight_decay, .lo = 0, .hi = 10}
-
 typedef struct flags_cmd {
     const char *cmd;            /* "sample", "data make": every message begins "nf CMD: " */
     const char *help;           /* printed to stdout for -h / --help */

@@ -60,6 +60,13 @@ nfrun tpp fit pois.h5 "${FIT[@]}" --steps 40 -o nowd.h5 2>/dev/null
 e1=$(nfrun tpp eval wd.h5 pois.h5 --json 2>&1)
 e2=$(nfrun tpp eval nowd.h5 pois.h5 --json 2>&1)
 check "weight decay changes the fitted model" bash -c "[ -n '$e1' ] && [ -n '$e2' ] && [ '$e1' != '$e2' ]"
+nfrun tpp fit pois.h5 --decoder flow --hidden 8 --steps 3 --batch 8 --threads 1 --quiet -o fl.h5 2>"$T/err"
+nfrun info fl.h5 >"$T/info" 2>&1
+check "the flow decoder's default weight decay is 1e-3" grep -q 'weight decay 0.001' "$T/info"
+nfrun tpp fit pois.h5 --decoder flow --weight-decay 0 --hidden 8 --steps 3 --batch 8 --threads 1 --quiet \
+    -o fl0.h5 2>"$T/err"
+nfrun info fl0.h5 >"$T/info" 2>&1
+check "--weight-decay 0 turns it off for the flow decoder" bash -c "! grep -q 'weight decay' '$T/info'"
 nfrun tpp fit pois.h5 --weight-decay -1 -o x.h5 >/dev/null 2>"$T/err"
 rc=$?
 check "a negative weight decay: usage error naming the flag" bash -c "[ $rc = 2 ] && grep -q weight-decay '$T/err'"
