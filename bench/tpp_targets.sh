@@ -116,30 +116,14 @@ for s in $SETS; do # the generating process, simulated like the models (kept: a 
 done
 
 $PY - "$OUT" "$SETS" "$DECODERS" <<'EOF'
-import json, math, os, sys
-import h5py
+import json, os, sys
 import numpy as np
+
+sys.path.insert(0, "bench")
+from tpp_ks import intervals, ks_2samp
 
 out, sets, decoders = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 TARGET = {"lognormmix": 0.02, "flow": 0.03}
-
-
-def intervals(path):
-    """Pooled inter-event times of an nf-sequences file (first interval from t_start, no open interval)."""
-    f = h5py.File(path, "r")
-    t, off, t0 = f["times"][...], f["offsets"][...], f["t_start"][...]
-    return np.concatenate([np.diff(np.concatenate([[t0[b]], t[off[b]:off[b + 1]]])) for b in range(len(t0))])
-
-
-def ks_2samp(a, b):
-    """Two-sample Kolmogorov-Smirnov statistic and its asymptotic p-value (Numerical Recipes' series)."""
-    a, b = np.sort(a), np.sort(b)
-    x = np.concatenate([a, b])
-    d = np.max(np.abs(np.searchsorted(a, x, side="right") / len(a) - np.searchsorted(b, x, side="right") / len(b)))
-    en = math.sqrt(len(a) * len(b) / (len(a) + len(b)))
-    lam = (en + 0.12 + 0.11 / en) * d
-    p = 2 * sum((-1) ** (j - 1) * math.exp(-2 * j * j * lam * lam) for j in range(1, 101))
-    return float(d), float(min(max(p, 0.0), 1.0))
 
 
 rows, summary = [], []
