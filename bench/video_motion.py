@@ -14,10 +14,14 @@ black background; sampled noise below that is ignored); a frame with no such pix
 Displacements are compared to 1e-6 px."""
 import json
 import math
+import os
 import sys
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ks import ks_2samp  # noqa: E402
 
 
 def load(path):
@@ -59,19 +63,6 @@ def through_codec(v, levels, B, K):
     blocks = v.reshape(n, T, h // B, B, w // B, B)
     r = np.einsum("ab,ntibjc,cd->ntiajd", P, blocks, P.T).reshape(n, T, h, w)
     return np.clip(r, 0, levels - 1)
-
-
-def ks_2samp(a, b):
-    """Two-sample KS statistic and its asymptotic p-value (scipy's 'asymp' method)."""
-    a, b = np.sort(a), np.sort(b)
-    grid = np.concatenate([a, b])
-    d = np.max(np.abs(np.searchsorted(a, grid, side="right") / len(a) - np.searchsorted(b, grid, side="right") / len(b)))
-    en = math.sqrt(len(a) * len(b) / (len(a) + len(b)))
-    lam = (en + 0.12 + 0.11 / en) * d
-    if lam < 0.3:  # the series converges slowly there; Q_KS(0.3) > 0.9999
-        return float(d), 1.0
-    p = 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
-    return float(d), float(min(max(p, 0.0), 1.0))
 
 
 def main():
