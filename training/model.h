@@ -76,6 +76,11 @@ struct nf_model_type {
      * (also one that holds no item of the batch): state that advances with the steps, not with the
      * items (the causal kind's moving average of its target weights). */
     void (*before_step)(nf_model *m);
+    /* Optional: called once when a run has finished (after its best or averaged parameters are
+     * kept, before the final checkpoint), with the training items: state fitted to the final
+     * parameters (the dependent kind's theta for the final flow's latents of all rows).  Every
+     * process of a parallel run calls it alike. */
+    int (*train_end)(nf_model *m, const nf_source *train);
 };
 
 struct nf_model {

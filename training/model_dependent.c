@@ -382,22 +382,19 @@ static int dependent_load(nf_model *m, nf_h5 *f, const char *group, int version)
     return rc;
 }
 
-int nf_model_dependent_joint(nf_model *m, const nf_source *src, double *joint, double *iid)
+/* The flow's latents Z (n x p) of all of src's rows, in the structure's order, through the marginal
+ * log-density (no row indices), in evaluation mode; and the sums of log p(x_i) and of log|det J(x_i)|
+ * = log p(x_i) - log N(z_i; 0, I) when wanted (NULL: not). */
+static int all_latents(nf_model *m, const nf_source *src, nf_real *Z, double *s_logp, double *s_ld)
 {
     dep_state *st = m->state;
-    if (m->type != &nf_model_dependent) return nf_error(NF_EINVAL, "a %s model has no joint likelihood", m->type->kind);
-    if (!st->dep) return nf_error(NF_EINVAL, "the joint likelihood needs the model's dependence structure");
-    if (src->n != st->n)
-        return nf_error(NF_EINVAL, "%s: %zu rows but the dependence structure has %zu points", src->name, src->n,
-                        st->n);
     nf_flow *f = m->flow;
     const int p = f->dim, B = 1024;
-    nf_real *Z = malloc(st->n * p * sizeof *Z);
     size_t *idx = malloc(B * sizeof *idx);
     nf_batch b = {0};
-    int rc = Z && idx ? reserve(st, B) : nf_error(NF_ENOMEM, "out of memory for the joint likelihood");
+    int rc = idx ? reserve(st, B) : nf_error(NF_ENOMEM, "out of memory for the latents of %zu rows", st->n);
     nf_model_set_training(m, 0);
-    double s_logp = 0, s_ld = 0;
+    double sl = 0, sd = 0;
     for (size_t at = 0; rc == NF_OK && at < st->n; at += B) {
         int k = st->n - at < (size_t)B ? (int)(st->n - at) : B;
         for (int i = 0; i < k; i++) idx[i] = at + i;
@@ -406,17 +403,34 @@ int nf_model_dependent_joint(nf_model *m, const nf_source *src, double *joint, d
         if (rc == NF_OK) rc = nf_dist_dependent_capture(&f->base, z);
         if (rc == NF_OK) rc = nf_flow_log_prob(f, st->logp, b.x, f->ctx_dim ? b.ctx : NULL, NULL, k);
         nf_dist_dependent_capture(&f->base, NULL);
-        /* log|det J(x_i)| = log p(x_i) - log N(z_i; 0, I) */
         for (int i = 0; rc == NF_OK && i < k; i++) {
             double q = 0;
             for (int j = 0; j < p; j++) q += (double)z[(size_t)i * p + j] * z[(size_t)i * p + j];
-            s_logp += st->logp[i];
-            s_ld += st->logp[i] + 0.5 * q + p * NF_HALF_LOG_2PI;
+            sl += st->logp[i];
+            sd += st->logp[i] + 0.5 * q + p * NF_HALF_LOG_2PI;
         }
     }
-    double *theta = rc == NF_OK ? malloc((size_t)st->n_params * sizeof *theta) : NULL;
-    if (rc == NF_OK && !theta) rc = nf_error(NF_ENOMEM, "out of memory for the joint likelihood");
-    double lz = 0;
+    if (s_logp) *s_logp = sl;
+    if (s_ld) *s_ld = sd;
+    free(idx);
+    nf_batch_free(&b);
+    return rc;
+}
+
+int nf_model_dependent_joint(nf_model *m, const nf_source *src, double *joint, double *iid)
+{
+    dep_state *st = m->state;
+    if (m->type != &nf_model_dependent) return nf_error(NF_EINVAL, "a %s model has no joint likelihood", m->type->kind);
+    if (!st->dep) return nf_error(NF_EINVAL, "the joint likelihood needs the model's dependence structure");
+    if (src->n != st->n)
+        return nf_error(NF_EINVAL, "%s: %zu rows but the dependence structure has %zu points", src->name, src->n,
+                        st->n);
+    const int p = m->flow->dim;
+    nf_real *Z = malloc(st->n * p * sizeof *Z);
+    double *theta = malloc((size_t)st->n_params * sizeof *theta);
+    double s_logp = 0, s_ld = 0, lz = 0;
+    int rc = Z && theta ? all_latents(m, src, Z, &s_logp, &s_ld)
+                        : nf_error(NF_ENOMEM, "out of memory for the joint likelihood");
     if (rc == NF_OK) rc = nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, theta, st->n_params);
     if (rc == NF_OK) rc = nf_dep_joint_log_prob(st->dep, theta, Z, p, &lz);
     if (rc == NF_OK) {
@@ -425,8 +439,32 @@ int nf_model_dependent_joint(nf_model *m, const nf_source *src, double *joint, d
     }
     free(theta);
     free(Z);
-    free(idx);
-    nf_batch_free(&b);
+    return rc;
+}
+
+/* When a run ends, a learned theta is set once more, to the maximiser for the final flow's latents
+ * of all rows: the updates during training use each row's latest latent, computed by the parameters
+ * of the step that last drew it (up to an epoch earlier), and with early stopping the update kept is
+ * one before the best step.  NF_DEP_FINAL_SWEEPS sweeps of the coordinate ascent of per-block rho
+ * (an update during training does NF_DEP_UPDATE_SWEEPS, going on from the last). */
+#define NF_DEP_FINAL_SWEEPS 20
+static int dependent_train_end(nf_model *m, const nf_source *train)
+{
+    dep_state *st = m->state;
+    if (!alternating(st) || !st->dep || train->n != st->n) return NF_OK;
+    const int p = m->flow->dim, np = st->n_params;
+    nf_real *Z = malloc(st->n * p * sizeof *Z), *u;
+    double *theta = malloc((size_t)np * sizeof *theta);
+    int rc = Z && theta ? all_latents(m, train, Z, NULL, NULL)
+                        : nf_error(NF_ENOMEM, "out of memory for the latents of %zu rows", st->n);
+    if (rc == NF_OK) rc = nf_dist_dependent_params(&m->flow->base, NULL, &u, NULL);
+    if (rc == NF_OK) {
+        nf_dep_theta(st->dep, u, theta);
+        rc = nf_dep_best_theta(st->dep, Z, p, theta, NF_DEP_FINAL_SWEEPS);
+    }
+    for (int k = 0; rc == NF_OK && k < np; k++) u[k] = (nf_real)log(theta[k] / (1 - theta[k]));
+    free(theta);
+    free(Z);
     return rc;
 }
 
@@ -440,6 +478,7 @@ const nf_model_type nf_model_dependent = {
     .eval = dependent_eval,
     .init_data = dependent_init_data,
     .before_step = dependent_before_step,
+    .train_end = dependent_train_end,
     .set_training = dependent_set_training,
     .save = dependent_save,
     .load = dependent_load,

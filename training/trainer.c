@@ -645,6 +645,7 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
     } else if (rc == NF_OK && nf_trainer_finished(t)) {
         ema_keep(t);
     }
+    if (rc == NF_OK && nf_trainer_finished(t) && t->train && f->type->train_end) rc = f->type->train_end(f, t->train);
     if (hooks->checkpoint) {
         int rc2 = hooks->checkpoint(hooks->user, t);
         if (rc == NF_OK) rc = rc2;
