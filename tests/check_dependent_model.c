@@ -122,8 +122,9 @@ START_TEST(test_loss_unbiased_for_joint)
 }
 END_TEST
 
-/* Train m on the rows x (n x 2): batch 100, 1500 steps, Adam 2e-2 cosine; its (first) rho or lambda. */
-static double fit_theta(nf_model *m, const nf_real *x, size_t n)
+/* Train m on the rows x (n x 2): batch 100, `steps` steps, Adam 2e-2, cosine over the steps or
+ * constant. */
+static void train_rows(nf_model *m, const nf_real *x, size_t n, int steps, int cosine)
 {
     nf_source *src;
     ck_assert_int_eq(nf_source_rows_wrap(&src, x, NULL, n, 2, 0), NF_OK);
@@ -131,18 +132,24 @@ static double fit_theta(nf_model *m, const nf_real *x, size_t n)
     nf_train_config c;
     nf_train_config_init(&c);
     c.batch = 100;
-    c.max_steps = 1500;
+    c.max_steps = steps;
     c.seed = 5;
     c.optim.lr = 2e-2;
-    nf_schedule_init(&c.schedule, NF_SCHED_COSINE, 2e-2);
-    c.schedule.total = 1500;
+    nf_schedule_init(&c.schedule, cosine ? NF_SCHED_COSINE : NF_SCHED_CONSTANT, 2e-2);
+    c.schedule.total = steps;
     nf_trainer *t;
     ck_assert_int_eq(nf_trainer_create(&t, m, &c, src, NULL), NF_OK);
     ck_assert_msg(nf_trainer_run(t, NULL) == NF_OK, "%s", nf_strerror_last());
-    double theta;
-    ck_assert_int_eq(nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, &theta, 1), NF_OK);
     nf_trainer_free(t);
     nf_source_free(src);
+}
+
+/* Train m on the rows x (n x 2): 1500 steps, cosine; its (first) rho or lambda. */
+static double fit_theta(nf_model *m, const nf_real *x, size_t n)
+{
+    train_rows(m, x, n, 1500, 1);
+    double theta;
+    ck_assert_int_eq(nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, &theta, 1), NF_OK);
     return theta;
 }
 
@@ -255,19 +262,7 @@ START_TEST(test_final_theta)
     nf_model *m;
     ck_assert_int_eq(nf_model_dependent_create(&m, "actnorm, lu, affine-coupling(hidden=8)", 2, 0, 3, d, 0.2, 1, 100),
                      NF_OK);
-    nf_source *src;
-    ck_assert_int_eq(nf_source_rows_wrap(&src, x, NULL, (size_t)n, 2, 0), NF_OK);
-    ck_assert_int_eq(m->type->init_data(m, src), NF_OK);
-    nf_train_config c;
-    nf_train_config_init(&c);
-    c.batch = 100;
-    c.max_steps = 1550;
-    c.seed = 5;
-    c.optim.lr = 2e-2;
-    nf_schedule_init(&c.schedule, NF_SCHED_CONSTANT, 2e-2);
-    nf_trainer *t;
-    ck_assert_int_eq(nf_trainer_create(&t, m, &c, src, NULL), NF_OK);
-    ck_assert_msg(nf_trainer_run(t, NULL) == NF_OK, "%s", nf_strerror_last());
+    train_rows(m, x, (size_t)n, 1550, 0);
     double theta[40], fresh[40];
     ck_assert_int_eq(nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, theta, nb), NF_OK);
     nf_real *z = malloc((size_t)n * 2 * sizeof *z), *lp = malloc((size_t)n * sizeof *lp);
@@ -282,8 +277,6 @@ START_TEST(test_final_theta)
      * about 1e-4; without the hook it is 0.03 off */
     ck_assert_msg(worst < 2e-3, "final rho off the best for the final latents by %g", worst);
     free(z), free(lp);
-    nf_trainer_free(t);
-    nf_source_free(src);
     nf_model_free(m);
     nf_dep_free(d2);
     free(grp), free(x);
