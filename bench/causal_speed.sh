@@ -31,7 +31,7 @@ for r in $(seq 1 "$ROUNDS"); do
         { echo "causal_speed: nf causal fit failed" >&2; exit 1; }
     read -r wall user sys <"$TMP/time"
     printf '{"impl": "nf", "round": %d, "steps": %d, "seconds": %.2f, "cpu_seconds": %.2f}\n' "$r" "$STEPS" "$wall" \
-        "$(echo "$user + $sys" | bc)" >>"$OUTF"
+        "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" >>"$OUTF"
     $PY bench/causal_torch.py "$TMP/poly.h5" --steps "$STEPS" --threads 1 | sed "s/^{/{\"round\": $r, /" >>"$OUTF" ||
         { echo "causal_speed: the PyTorch reference failed" >&2; exit 1; }
 done

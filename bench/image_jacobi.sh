@@ -67,7 +67,7 @@ for m in "${MODELS[@]}"; do
             per=$(grep -o '"block_passes": *\[[^]]*\]' "$j.json" | sed 's/.*\[//; s/\]//; s/ //g')
             d=$("$DIR/h5reldiff" "$DIR/$b.seq$s.h5" "$j.h5" /x)
             printf '| %s | %s | %s | %s (%s) | %.2fx | %s |\n' "$b" "$s" "$t" "$p" "$per" \
-                "$(echo "$tokens / $p" | bc -l)" "$d"
+                "$(awk -v a="$tokens" -v b="$p" 'BEGIN { print a / b }')" "$d"
         done
     done
 done | tee "$DIR/table.md"
