@@ -244,9 +244,10 @@ static void import_help(char *buf, size_t size, const char *cmd)
              "          [--time-col J] [--mark-col J] [--true-process NAME[:OPTIONS]]\n"
              "\n"
              "Event sequences into an nf-sequences file (docs/FORMATS.md).  A CSV is read in long form, one\n"
-             "event per row: sequence id, time and optionally an integer mark (header optional; rows in any\n"
-             "order).  An NPY array is read as one sequence per row of arrival times (the TPP benchmark\n"
-             "files).  Every sequence is observed on [t_start, t_end]: by default from 0 to its own last event.\n"
+             "event per row: sequence id (text such as user_42, or a number), time and optionally an integer\n"
+             "mark (header optional; rows in any order).  An NPY array is read as one sequence per row of\n"
+             "arrival times (the TPP benchmark files).  Every sequence is observed on [t_start, t_end]: by\n"
+             "default from 0 to its own last event.\n"
              "\n"
              "  -o FILE          output file (written atomically)\n"
              "  --t-start T      start of every window                 [0]\n"
@@ -315,7 +316,11 @@ int app_tpp_import(const char *cmd, int argc, char **argv)
     nf_seq_import_summary sum;
     size_t len = strlen(pos[0]);
     int npy = len > 4 && !strcmp(pos[0] + len - 4, ".npy");
-    int rc = nf_import_file(pos[0], &t);
+    /* the sequence id column as labels: ids may be text ("user_42") or numbers */
+    char id_list[24];
+    snprintf(id_list, sizeof id_list, "%d", id_col);
+    const nf_import_select ids = {.labels = id_list, .labels_flag = "--id-col"};
+    int rc = npy ? nf_import_file(pos[0], &t) : nf_import_file_select(pos[0], NULL, &ids, &t);
     if (rc == NF_OK && npy) {
         rc = nf_sequences_import_wide(out, pos[0], &t, t_start, t_end, p, &sum);
     } else if (rc == NF_OK) {

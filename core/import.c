@@ -247,6 +247,12 @@ static int add_row(csv_rows *t, const fields *v, size_t lineno)
                 return nf_error_context(rc, "%s line %zu, column %zu ('%s')", t->path, lineno, j + 1, t->names[j]);
             continue;
         }
+        if (p->is_label && p->is_label[r]) {
+            int rc = nf_colplan_label(p, (size_t)r, s, &row[r]);
+            if (rc != NF_OK)
+                return nf_error_context(rc, "%s line %zu, column %zu ('%s')", t->path, lineno, j + 1, t->names[j]);
+            continue;
+        }
         if (!*s) return nf_error(NF_EDATA, "%s line %zu, column %zu: empty field (expected a number)", t->path, lineno, j + 1);
         if (!parse_number(s, &row[r])) {
             if (p->strict)

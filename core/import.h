@@ -40,6 +40,14 @@ typedef struct nf_import_select {
     const char *drop;     /* columns to leave out (only without columns) */
     const char *context;  /* categorical columns, each one-hot encoded into the context, in this
                              order; at most NF_IMPORT_MAX_CATEGORIES distinct values each */
+    const char *labels;   /* label columns (sequence or subject ids): data columns, kept in the
+                             default selection even when text, whose values become numbers, each
+                             distinct value its own (0, 1, ... in order of first appearance; a
+                             value that is a finite number counts as that number, so 7 and 7.0
+                             are one label); any number of distinct values, no empty field.
+                             Labels alone (no columns, drop or context): every column is data, as
+                             without a selection, and every other one must hold numbers */
+    const char *labels_flag; /* how messages name the labels list (NULL: "--labels") */
 } nf_import_select;
 
 #define NF_IMPORT_MAX_CATEGORIES 1000

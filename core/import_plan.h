@@ -4,7 +4,8 @@
  * A plan says, for every column of the file, whether it becomes data column k, context column m
  * (categorical, one-hot encoded at the end) or is left out.  The CSV reader makes the plan once it
  * knows the column names and the first data row, then streams the rows through it: numbers into
- * the data, category strings into one dictionary per context column (nf_colplan_category); an
+ * the data, category strings into one dictionary per context column (nf_colplan_category) and
+ * label strings into one per label column (nf_colplan_label, their numbers into the data); an
  * all-numeric table (NPY) goes through nf_table_select.  nf_colplan_finish sorts every
  * dictionary's categories and writes the one-hot context and its names into the table.
  */
@@ -31,6 +32,8 @@ typedef struct nf_colplan {
     size_t *x_src;          /* (d) file column of each data column */
     size_t *ctx_src;        /* (nctx) file column of each context column */
     nf_catdict *cats;       /* (nctx) */
+    nf_catdict *labels;     /* (d) the dictionary of each label data column (NULL: no labels) */
+    char *is_label;         /* (d) 1 for a label data column (NULL: no labels) */
     size_t n_skipped;
     char **skipped;         /* text columns left out of the default selection (owned) */
 } nf_colplan;
@@ -45,6 +48,10 @@ int nf_colplan_make(nf_colplan *p, const char *path, char *const *names, size_t 
 /* The index of category s of context column m (added at first sight).  NF_EDATA for an empty s or
  * a column with more than NF_IMPORT_MAX_CATEGORIES categories; the caller adds the position. */
 int nf_colplan_category(nf_colplan *p, size_t m, const char *s, int32_t *idx);
+/* The number of label s in label data column k (added at first sight; a finite number is written as
+ * the shortest decimal that reads back as it first).  NF_EDATA for an empty field or a number that
+ * is not finite. */
+int nf_colplan_label(nf_colplan *p, size_t k, const char *s, double *value);
 /* Fill out's names (the data columns' names from names[]), context, context names and skipped list
  * from the plan; cat holds (out->n, nctx) category indices.  out->n, d, x are the caller's. */
 int nf_colplan_finish(nf_colplan *p, char *const *names, const int32_t *cat, nf_table *out);

@@ -101,14 +101,16 @@ int nf_colplan_make(nf_colplan *p, const char *path, char *const *names, size_t 
     memset(p, 0, sizeof *p);
     p->path = path;
     p->n_all = n_all;
-    p->strict = sel == NULL;
+    /* no selection, or labels alone: every column is data (and, but for the labels, a number) */
+    const int every = !sel || (!given(sel->columns) && !given(sel->drop) && !given(sel->context) && given(sel->labels));
+    p->strict = every;
     p->role = malloc((n_all ? n_all : 1) * sizeof *p->role);
     p->x_src = malloc((n_all ? n_all : 1) * sizeof *p->x_src);
     p->ctx_src = malloc((n_all ? n_all : 1) * sizeof *p->ctx_src);
     size_t *tmp = malloc((n_all ? n_all : 1) * sizeof *tmp);
     int rc = p->role && p->x_src && p->ctx_src && tmp ? NF_OK : nf_error(NF_ENOMEM, "%s: out of memory", path);
     for (size_t j = 0; rc == NF_OK && j < n_all; j++) p->role[j] = -1;
-    if (rc == NF_OK && !sel) {
+    if (rc == NF_OK && every) {
         for (size_t j = 0; j < n_all; j++) p->role[j] = (int)j, p->x_src[j] = j;
         p->d = n_all;
     }
@@ -116,11 +118,21 @@ int nf_colplan_make(nf_colplan *p, const char *path, char *const *names, size_t 
         free(tmp);
         return rc;
     }
-    if (given(sel->columns) && given(sel->drop))
+    char *label = calloc(n_all ? n_all : 1, 1); /* file column j is a label column */
+    if (!label) rc = nf_error(NF_ENOMEM, "%s: out of memory", path);
+    size_t nl = 0;
+    if (rc == NF_OK && given(sel->labels)) rc = resolve(p, names, sel->labels_flag ? sel->labels_flag : "--labels", sel->labels, tmp, &nl);
+    for (size_t i = 0; rc == NF_OK && i < nl; i++) label[tmp[i]] = 1;
+    if (rc == NF_OK && given(sel->columns) && given(sel->drop))
         rc = nf_error(NF_EINVAL, "--columns and --drop: give one of them (--columns lists the data columns, "
                                  "--drop every column but those)");
     if (rc == NF_OK && given(sel->context)) rc = resolve(p, names, "--context", sel->context, p->ctx_src, &p->nctx);
-    for (size_t m = 0; rc == NF_OK && m < p->nctx; m++) p->role[p->ctx_src[m]] = -2 - (int)m;
+    for (size_t m = 0; rc == NF_OK && m < p->nctx; m++) {
+        if (label[p->ctx_src[m]])
+            rc = nf_error(NF_EINVAL, "column '%s' is a label and in --context (a label column is data)",
+                          names[p->ctx_src[m]]);
+        p->role[p->ctx_src[m]] = -2 - (int)m;
+    }
     if (rc == NF_OK && p->nctx) {
         p->cats = calloc(p->nctx, sizeof *p->cats);
         if (!p->cats) rc = nf_error(NF_ENOMEM, "%s: out of memory", path);
@@ -134,14 +146,15 @@ int nf_colplan_make(nf_colplan *p, const char *path, char *const *names, size_t 
             else
                 p->role[p->x_src[k]] = (int)k;
         }
-    } else if (rc == NF_OK) {
+    } else if (rc == NF_OK && !every) {
         size_t nd = 0;
         if (given(sel->drop)) rc = resolve(p, names, "--drop", sel->drop, tmp, &nd);
         char *dropped = rc == NF_OK ? calloc(n_all ? n_all : 1, 1) : NULL;
         if (rc == NF_OK && !dropped) rc = nf_error(NF_ENOMEM, "%s: out of memory", path);
         for (size_t i = 0; rc == NF_OK && i < nd; i++) {
-            if (p->role[tmp[i]] != -1)
-                rc = nf_error(NF_EINVAL, "column '%s' is in --drop and in --context", names[tmp[i]]);
+            if (p->role[tmp[i]] != -1 || label[tmp[i]])
+                rc = nf_error(NF_EINVAL, "column '%s' is in --drop and in --%s", names[tmp[i]],
+                              label[tmp[i]] ? "labels" : "context");
             dropped[tmp[i]] = 1;
         }
         if (rc == NF_OK && !(p->skipped = calloc(n_all ? n_all : 1, sizeof *p->skipped)))
@@ -149,7 +162,7 @@ int nf_colplan_make(nf_colplan *p, const char *path, char *const *names, size_t 
         for (size_t j = 0; rc == NF_OK && j < n_all; j++) {
             double v;
             if (dropped[j] || p->role[j] != -1) continue;
-            if (first_row && first_row[j][0] && !is_number(first_row[j], &v)) {
+            if (!label[j] && first_row && first_row[j][0] && !is_number(first_row[j], &v)) {
                 if (!(p->skipped[p->n_skipped++] = dup_str(names[j]))) rc = nf_error(NF_ENOMEM, "%s: out of memory", path);
                 continue;
             }
@@ -160,6 +173,16 @@ int nf_colplan_make(nf_colplan *p, const char *path, char *const *names, size_t 
     }
     if (rc == NF_OK && p->d == 0)
         rc = nf_error(NF_EINVAL, "%s: no data columns left (every column is dropped, a context column or text)", path);
+    for (size_t j = 0; rc == NF_OK && j < n_all; j++)
+        if (label[j] && p->role[j] < 0)
+            rc = nf_error(NF_EINVAL, "label column '%s' is not among the data columns (--columns)", names[j]);
+    if (rc == NF_OK && nl) {
+        p->labels = calloc(p->d, sizeof *p->labels);
+        p->is_label = calloc(p->d, 1);
+        if (!p->labels || !p->is_label) rc = nf_error(NF_ENOMEM, "%s: out of memory", path);
+        for (size_t k = 0; rc == NF_OK && k < p->d; k++) p->is_label[k] = label[p->x_src[k]];
+    }
+    free(label);
     free(tmp);
     if (rc != NF_OK) nf_colplan_free(p);
     return rc;
@@ -172,16 +195,30 @@ static uint64_t hash_str(const char *s)
     return h;
 }
 
-int nf_colplan_category(nf_colplan *p, size_t m, const char *s, int32_t *idx)
+/* The index of s in dictionary c, added at first sight as entry c->n; at most max entries.  The
+ * table starts at 4096 slots (more than twice NF_IMPORT_MAX_CATEGORIES, so a context dictionary never
+ * grows) and doubles when half full. */
+static int intern(nf_catdict *c, const char *s, size_t max, int32_t *idx)
 {
-    nf_catdict *c = &p->cats[m];
-    if (!*s) return nf_error(NF_EDATA, "empty field (expected a category)");
-    if (!c->slot) {
-        c->nslot = 4096; /* > 2 * NF_IMPORT_MAX_CATEGORIES: probes stay short */
-        c->slot = malloc(c->nslot * sizeof *c->slot);
-        c->names = calloc(NF_IMPORT_MAX_CATEGORIES, sizeof *c->names);
-        if (!c->slot || !c->names) return nf_error(NF_ENOMEM, "out of memory for categories");
-        for (size_t i = 0; i < c->nslot; i++) c->slot[i] = -1;
+    if (c->n * 2 >= c->nslot) {
+        size_t nslot = c->nslot ? 2 * c->nslot : 4096;
+        int32_t *slot = malloc(nslot * sizeof *slot);
+        char **names = realloc(c->names, nslot / 2 * sizeof *names);
+        if (!slot || !names) {
+            free(slot);
+            if (names) c->names = names;
+            return nf_error(NF_ENOMEM, "out of memory for %zu distinct values", c->n + 1);
+        }
+        c->names = names;
+        for (size_t i = 0; i < nslot; i++) slot[i] = -1;
+        for (size_t i = 0; i < c->n; i++) {
+            size_t h = (size_t)(hash_str(names[i]) & (nslot - 1));
+            while (slot[h] >= 0) h = (h + 1) & (nslot - 1);
+            slot[h] = (int32_t)i;
+        }
+        free(c->slot);
+        c->slot = slot;
+        c->nslot = nslot;
     }
     size_t h = (size_t)(hash_str(s) & (c->nslot - 1));
     while (c->slot[h] >= 0) {
@@ -191,12 +228,43 @@ int nf_colplan_category(nf_colplan *p, size_t m, const char *s, int32_t *idx)
         }
         h = (h + 1) & (c->nslot - 1);
     }
-    if (c->n == NF_IMPORT_MAX_CATEGORIES)
-        return nf_error(NF_EDATA, "'%.40s' is category %d of the column (a categorical context takes at most %d "
-                                  "distinct values)", s, NF_IMPORT_MAX_CATEGORIES + 1, NF_IMPORT_MAX_CATEGORIES);
+    if (c->n == max)
+        return nf_error(NF_EDATA, "'%.40s' is category %zu of the column (a categorical context takes at most %zu "
+                                  "distinct values)", s, max + 1, max);
     if (!(c->names[c->n] = dup_str(s))) return nf_error(NF_ENOMEM, "out of memory for categories");
     c->slot[h] = (int32_t)c->n;
     *idx = (int32_t)c->n++;
+    return NF_OK;
+}
+
+int nf_colplan_category(nf_colplan *p, size_t m, const char *s, int32_t *idx)
+{
+    if (!*s) return nf_error(NF_EDATA, "empty field (expected a category)");
+    return intern(&p->cats[m], s, NF_IMPORT_MAX_CATEGORIES, idx);
+}
+
+/* The shortest %.*g of v that reads back as v. */
+static void shortest(char *buf, size_t size, double v)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+int nf_colplan_label(nf_colplan *p, size_t k, const char *s, double *value)
+{
+    char buf[40];
+    double v;
+    if (!*s) return nf_error(NF_EDATA, "empty field (expected a label)");
+    if (is_number(s, &v)) {
+        if (!isfinite(v)) return nf_error(NF_EDATA, "label %s (expected text or a finite number)", s);
+        shortest(buf, sizeof buf, v);
+        s = buf;
+    }
+    int32_t idx;
+    NF_TRY(intern(&p->labels[k], s, INT32_MAX, &idx));
+    *value = idx;
     return NF_OK;
 }
 
@@ -268,6 +336,13 @@ void nf_colplan_free(nf_colplan *p)
         free(p->cats[m].names);
         free(p->cats[m].slot);
     }
+    for (size_t k = 0; p->labels && k < p->d; k++) {
+        for (size_t i = 0; i < p->labels[k].n; i++) free(p->labels[k].names[i]);
+        free(p->labels[k].names);
+        free(p->labels[k].slot);
+    }
+    free(p->labels);
+    free(p->is_label);
     for (size_t i = 0; i < p->n_skipped; i++) free(p->skipped[i]);
     free(p->skipped);
     free(p->cats);
@@ -275,15 +350,6 @@ void nf_colplan_free(nf_colplan *p)
     free(p->x_src);
     free(p->ctx_src);
     memset(p, 0, sizeof *p);
-}
-
-/* The shortest %.*g of v that reads back as v. */
-static void shortest(char *buf, size_t size, double v)
-{
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) return;
-    }
 }
 
 int nf_table_select(const char *path, const nf_table *all, const nf_import_select *sel, nf_table *out)
@@ -297,7 +363,15 @@ int nf_table_select(const char *path, const nf_table *all, const nf_import_selec
     int rc = out->x && (!p.nctx || cat) ? NF_OK : nf_error(NF_ENOMEM, "%s: out of memory for %zu x %zu values", path, n, d);
     for (size_t i = 0; rc == NF_OK && i < n; i++) {
         const double *row = all->x + i * all->d;
-        for (size_t k = 0; k < d; k++) out->x[i * d + k] = row[p.x_src[k]];
+        for (size_t k = 0; rc == NF_OK && k < d; k++) {
+            out->x[i * d + k] = row[p.x_src[k]];
+            if (p.is_label && p.is_label[k]) {
+                char buf[40];
+                shortest(buf, sizeof buf, row[p.x_src[k]]);
+                if ((rc = nf_colplan_label(&p, k, buf, &out->x[i * d + k])) != NF_OK)
+                    nf_error_context(rc, "%s row %zu, column %zu ('%s')", path, i, p.x_src[k], all->names[p.x_src[k]]);
+            }
+        }
         for (size_t m = 0; rc == NF_OK && m < p.nctx; m++) {
             char buf[40];
             shortest(buf, sizeof buf, row[p.ctx_src[m]]);

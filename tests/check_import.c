@@ -550,6 +550,54 @@ START_TEST(test_select_npy)
 }
 END_TEST
 
+/* Label columns (sequence ids): text or numbers, each distinct value numbered in order of first
+ * appearance (7 and 7.0 one label), beyond a hash table's first size; alone they keep every other
+ * column as data; errors for empty, non-finite and misplaced labels. */
+START_TEST(test_select_labels)
+{
+    PUT_TEXT(p, "ids.csv", "id,time\nuser_a,0.5\nb,0.25\nuser_a,1.5\n7,2\n7.0,3\nb,4\n");
+    nf_table t;
+    nf_import_select lab = {.labels = "id"};
+    OK(nf_import_csv_select(p, NULL, &lab, &t));
+    ck_assert(t.n == 6 && t.d == 2 && t.c == 0);
+    const double want[6] = {0, 1, 0, 2, 2, 1};
+    for (int i = 0; i < 6; i++) ck_assert_msg(t.x[2 * i] == want[i], "row %d: label %g, expected %g", i, t.x[2 * i], want[i]);
+    ck_assert(t.x[1] == 0.5 && t.x[11] == 4);
+    nf_table_free(&t);
+    /* many distinct labels: the dictionary grows past its first 4096 slots */
+    size_t cap = 64 * 5000, at = 0;
+    char *big = malloc(cap);
+    at += (size_t)snprintf(big + at, cap - at, "id,v\n");
+    for (int i = 0; i < 5000; i++) at += (size_t)snprintf(big + at, cap - at, "s%d,%d\ns%d,1\n", i, i, i / 2);
+    char q[512];
+    put(q, sizeof q, "many.csv", big, at);
+    free(big);
+    OK(nf_import_csv_select(q, NULL, &lab, &t));
+    ck_assert_uint_eq(t.n, 10000);
+    for (int i = 0; i < 5000; i++) {
+        ck_assert(t.x[4 * i] == i);                                    /* s<i>, first seen on row 2i */
+        ck_assert(t.x[4 * i + 2] == i / 2);                           /* s<i/2>, seen before */
+    }
+    nf_table_free(&t);
+    /* labels alone: the other columns must be numbers, as without a selection */
+    PUT_TEXT(b1, "bad1.csv", "id,time\na,0.5\na,zz\n");
+    ck_assert_int_eq(nf_import_csv_select(b1, NULL, &lab, &t), NF_EDATA);
+    HAS(nf_strerror_last(), "bad1.csv line 3, column 2: 'zz' is not a number");
+    PUT_TEXT(b2, "bad2.csv", "id,time\na,0.5\n,0.7\n");
+    ck_assert_int_eq(nf_import_csv_select(b2, NULL, &lab, &t), NF_EDATA);
+    HAS(nf_strerror_last(), "bad2.csv line 3, column 1 ('id'): empty field (expected a label)");
+    PUT_TEXT(b3, "bad3.csv", "id,time\na,0.5\ninf,0.7\n");
+    ck_assert_int_eq(nf_import_csv_select(b3, NULL, &lab, &t), NF_EDATA);
+    HAS(nf_strerror_last(), "label inf (expected text or a finite number)");
+    nf_import_select notdata = {.columns = "time", .labels = "id"};
+    expect_select_error(p, &notdata, NF_EINVAL, "label column 'id' is not among the data columns");
+    nf_import_select both = {.context = "id", .labels = "id"};
+    expect_select_error(p, &both, NF_EINVAL, "column 'id' is a label and in --context");
+    nf_import_select named = {.labels = "9", .labels_flag = "--id-col"};
+    expect_select_error(p, &named, NF_EINVAL, "--id-col '9': 9 is not a column of");
+}
+END_TEST
+
 /* ---- validation ----------------------------------------------------------------------------- */
 
 START_TEST(test_validate)
@@ -603,6 +651,7 @@ static Suite *import_suite(void)
     tcase_add_test(tc, test_select_columns_context);
     tcase_add_test(tc, test_select_errors);
     tcase_add_test(tc, test_select_npy);
+    tcase_add_test(tc, test_select_labels);
     tcase_add_test(tc, test_validate);
     suite_add_tcase(s, tc);
     return s;

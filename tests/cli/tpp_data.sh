@@ -81,6 +81,20 @@ check "a tie under a true process: exit 1, one line naming the sequence" \
 nfrun tpp import ties.csv --true-process hawkes:mu=-2 -o t.h5 >/dev/null 2>"$T/err"
 check "a bad true-process parameter: usage error, one line" one_line_err $? 2 "mu=-2"
 check "no file is left by a refused import" test ! -e t.h5
+# text sequence ids (users, machines): the same sequences as numbered ids, 7 and 7.0 one sequence
+printf 'user,time,kind\nann,0.5,0\nbob,0.25,1\nann,1.5,1\n7,2,0\n7.0,3,1\nbob,4,0\n' >named.csv
+printf 'user,time,kind\n1,0.5,0\n2,0.25,1\n1,1.5,1\n3,2,0\n3,3,1\n2,4,0\n' >numbered.csv
+nfrun tpp import named.csv -o named.h5 >/dev/null 2>"$T/err"
+rc=$?
+nfrun tpp import numbered.csv -o numbered.h5 >/dev/null 2>&1
+gcc -O1 -o "$T/h5reldiff" "$ROOT/tests/cli/h5reldiff.c" $(pkg-config --cflags --libs hdf5-serial) -lm 2>/dev/null
+same() { for d in /times /offsets /marks; do [ "$("$T/h5reldiff" named.h5 numbered.h5 $d 2>&1)" = 0.000e+00 ] || return 1; done; }
+check "text sequence ids import like numbered ones, 7 and 7.0 one sequence (exit $rc: $(head -c 200 "$T/err"))" \
+    bash -c "[ $rc = 0 ] && grep -q '3 sequences, 6 events, 2 mark types' '$T/err'"
+check "the same times, sequences and marks as the numbered file" same
+printf 'user,time\nann,0.5\n,0.7\n' >noid.csv
+nfrun tpp import noid.csv -o t.h5 >/dev/null 2>"$T/err"
+check "an empty sequence id: exit 1, one line naming the line and column" one_line_err $? 1 "noid.csv line 3, column 1 ('user'): empty field"
 
 # ---- split by whole sequences --------------------------------------------------------------------
 nfrun data split ps.h5 --val 0.2 --test 0.2 --seed 5 -o parts >"$T/out" 2>"$T/err"

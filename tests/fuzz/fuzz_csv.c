@@ -30,6 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         static const char *ctx[] = {NULL, "1", "kind", "0-1", NULL};
         sel.columns = cols[mode & 3];
         sel.context = ctx[(mode >> 2) & 3];
+        static const char *labels[] = {NULL, "0", "id", "1"};
+        sel.labels = labels[(mode >> 4) & 3]; /* label columns, alone or beside the others */
         if (nf_import_csv_select(path, NULL, &sel, &t) == 0) nf_table_free(&t);
     }
     return 0;
