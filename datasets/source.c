@@ -117,7 +117,10 @@ int nf_source_split(nf_source *s, double frac, uint64_t seed, nf_source **first,
     size_t *perm = malloc(s->n * sizeof *perm);
     nf_rng *r = nf_rng_alloc(seed, 0x73706c74);
     int rc = perm && r ? NF_OK : nf_error(NF_ENOMEM, "out of memory splitting %zu items", s->n);
-    if (rc == NF_OK) nf_rng_permutation(r, perm, s->n);
+    /* nothing held out: the items keep their order, so an item's index stays its place in the data
+     * (a dependent fit's rows are points of a structure stored in that order) */
+    if (rc == NF_OK && nf > 0) nf_rng_permutation(r, perm, s->n);
+    for (size_t i = 0; rc == NF_OK && nf == 0 && i < s->n; i++) perm[i] = i;
     nf_rng_free(r);
     if (rc == NF_OK && (!s->type->reorder || !s->type->range)) {
         /* the items stay where they are: two index views of the shuffled order */

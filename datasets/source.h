@@ -91,7 +91,9 @@ int nf_batch_reserve_events(nf_batch *b, int n, size_t events, int with_marks);
 
 /* Seeded split: the items are shuffled in place (nf_rng_permutation of a stream seeded by seed),
  * then *first views the first round-down(frac * n) items (at least one when frac > 0 and n >= 2)
- * and *rest the others.  frac 0 gives *first = NULL.  NF_EDATA if no item is left for *rest.
+ * and *rest the others.  frac 0 gives *first = NULL and *rest all items in their order (no shuffle:
+ * item i of *rest is item i of the data, as a dependent fit's structure needs).  NF_EDATA if no item
+ * is left for *rest.
  * A source that cannot reorder keeps its order, and the two parts are index views of it
  * (nf_source_subset) holding the same shuffled items. */
 int nf_source_split(nf_source *s, double frac, uint64_t seed, nf_source **first, nf_source **rest);

@@ -124,6 +124,39 @@ START_TEST(split_holds_the_same_items_either_way)
 }
 END_TEST
 
+/* A split that holds nothing out keeps every item in its place, loaded or streamed: item i of the
+ * training part is row i of the file (a dependent fit's rows are the points of a structure stored in
+ * that order; a shuffle here scrambled which rows were related). */
+START_TEST(split_of_nothing_keeps_the_order)
+{
+    write_file(-1, NULL);
+    nf_source *l, *s, *lv, *lt, *sv, *st, *ref;
+    ck_assert_int_eq(nf_source_rows_load(&l, path, "/x", 0, 0, 1), NF_OK);
+    ck_assert_int_eq(nf_source_rows_load(&ref, path, "/x", 0, 0, 1), NF_OK);
+    ck_assert_int_eq(nf_source_rows_open(&s, path, "/x", 0, 0, 1), NF_OK);
+    ck_assert_int_eq(nf_source_split(l, 0, 2385, &lv, &lt), NF_OK);
+    ck_assert_int_eq(nf_source_split(s, 0, 2385, &sv, &st), NF_OK);
+    ck_assert_ptr_null(lv);
+    ck_assert_ptr_null(sv);
+    ck_assert_int_eq(lt->n, N);
+    ck_assert_int_eq(st->n, N);
+    size_t idx[N];
+    for (size_t i = 0; i < N; i++) idx[i] = i;
+    nf_batch a = {0}, b = {0}, c = {0};
+    ck_assert_int_eq(nf_source_fetch(ref, idx, N, &c), NF_OK);
+    ck_assert_int_eq(nf_source_fetch(lt, idx, N, &a), NF_OK);
+    ck_assert_int_eq(nf_source_fetch(st, idx, N, &b), NF_OK);
+    same_batch(&a, &c);
+    same_batch(&b, &c);
+    nf_source *srcs[] = {lt, st, l, s, ref};
+    for (int i = 0; i < 5; i++) nf_source_free(srcs[i]);
+    nf_batch_free(&a);
+    nf_batch_free(&b);
+    nf_batch_free(&c);
+    remove_file();
+}
+END_TEST
+
 /* Shares of a file (data-parallel training): the parts partition the rows, each owns its own, a
  * split of every share holds the same items as the split of the whole, and any row can still be
  * fetched (the held ones from memory, others from the file) with the loaded rows' values. */
@@ -251,6 +284,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, streamed_rows_equal_loaded_rows);
     tcase_add_test(tc, split_holds_the_same_items_either_way);
+    tcase_add_test(tc, split_of_nothing_keeps_the_order);
     tcase_add_test(tc, wrapped_arrays_are_never_written);
     tcase_add_test(tc, shares_partition_the_rows);
     tcase_add_test(tc, streamed_bad_rows_are_named);

@@ -60,6 +60,12 @@ check "the learned rho moved off its start 0.5 into (0, 1): $rho" \
     awk -v r="$rho" 'BEGIN { exit !(r > 0 && r < 1 && (r - 0.5 > 0.02 || 0.5 - r > 0.02)) }'
 check "info: rho updated every 100 steps, every 10 in the first 500" \
     grep -q 'rho updated every 100 steps (every 10 in the first 500) from the latents of all rows' "$T/out"
+# without a validation set the rows stay in their order: the same rho as with one (a shuffle of
+# the rows by the split once scrambled the groups, and rho fell to 0.0001)
+nfrun fit tr.h5 --dependence equi --val-frac 0 "${FIT[@]}" -o m0.h5 2>"$T/err"
+rho0=$(nfrun info m0.h5 2>&1 | sed -n 's/.*learned rho \([0-9.]*\).*/\1/p')
+check "fit --val-frac 0 learns the rho of the fit with --val ($rho0 against $rho)" \
+    awk -v a="$rho0" -v b="$rho" 'BEGIN { exit !(a != "" && a - b < 0.05 && b - a < 0.05) }'
 # a fit shorter than one pass over the rows: not every row has a latent yet, and the file still opens
 nfrun fit tr.h5 --dependence equi --val va.h5 --steps 5 --batch 100 --quiet -o early.h5 2>"$T/err"
 rc=$?
