@@ -100,6 +100,7 @@ static const char *const FIT_HELP =
     "  --threads N          threads                                           [all cores]\n"
     "  --checkpoint-every N write the model file every N steps                [200]\n"
     "  --quiet              no progress output\n"
+    "  --force              replace an existing MODEL.h5 (without it a new fit refuses to start over it)\n"
     "\n"
     "example:\n"
     "  nf causal fit poly.h5 --steps 1500 -o model.h5\n";
@@ -281,7 +282,7 @@ static int cmd_fit(int argc, char **argv)
     tc.checkpoint_every = 200;
     double lr = 5e-3, val_frac = 0.2, noise = 0.05;
     long seed = 1;
-    int threads = 0, quiet = 0;
+    int threads = 0, quiet = 0, force = 0;
     const flag_spec flags[] = {
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {.name = "--resume", .kind = FLAG_STRING, .dst = &resume},
@@ -299,6 +300,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--ema", .kind = FLAG_DOUBLE, .dst = &mc.ema, .lo = 0, .hi = 0.999999},
         {.name = "--linear-shift", .kind = FLAG_BOOL, .dst = &mc.shift},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
+        FLAG_FORCE(force),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 1};
@@ -331,7 +333,7 @@ static int cmd_fit(int argc, char **argv)
         yds = ads ? strtok_r(NULL, ",", &save) : NULL;
         if (rc == NF_OK && !yds) rc = nf_error(NF_EFORMAT, "%s: no data datasets recorded (expected /x,/a,/y)", resume);
     } else if (rc == NF_OK) {
-        rc = app_check_output(out);
+        rc = app_check_new_model(out, force);
         if (rc == NF_OK) rc = app_check_not_input(out, data, "data file");
         tc.seed = (uint64_t)seed;
         tc.optim.lr = lr;

@@ -510,11 +510,7 @@ int nf_cmd_fit(int argc, char **argv)
     }
     ctx.meta.n_train = train ? (long)train->n : 0;
     ctx.meta.n_val = val ? (long)val->n : 0;
-    if (!resuming && !a.force && part == 0 && access(a.out, F_OK) == 0) {
-        rc = nf_error(NF_EIO, "%s already exists and a new fit would replace it: give --force to replace it, another "
-                              "-o, or --resume %s to continue its training", a.out, a.out);
-        goto fail;
-    }
+    if (!resuming && part == 0 && (rc = app_check_new_model(a.out, a.force)) != NF_OK) goto fail;
     if ((rc = nf_trainer_create(&tr, model, &a.cfg, train, val)) != NF_OK) goto fail;
     if (resuming) {
         if ((rc = nf_model_load_trainer(a.resume, tr)) != NF_OK) goto fail;

@@ -87,6 +87,7 @@ static const char *const FIT_HELP =
     "  --threads N          threads                                           [all cores]\n"
     "  --checkpoint-every N write the model file every N steps                [200]\n"
     "  --quiet              no progress output\n"
+    "  --force              replace an existing MODEL.h5 (without it a new fit refuses to start over it)\n"
     "\n"
     "example:\n"
     "  nf image fit shapes.h5 --arch tarflow --conditional --steps 3000 -o tarflow.h5\n";
@@ -210,7 +211,7 @@ static int cmd_fit(int argc, char **argv)
     double lr = 1e-3, val_frac = 0.1, noise = -1, label_drop = -1, align_weight = 0.5;
     const char *align_layers = "0";
     long seed = 1;
-    int threads = 0, quiet = 0, conditional = 0, align = 0, dequant = 0;
+    int threads = 0, quiet = 0, force = 0, conditional = 0, align = 0, dequant = 0;
     static const char *const DEQUANT[] = {"uniform", "variational", NULL}; /* nf_image_dequant_kind order */
     const flag_spec flags[] = {
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
@@ -235,6 +236,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--align-weight", .kind = FLAG_DOUBLE, .dst = &align_weight, .lo = 0, .hi = 100},
         {.name = "--align-layers", .kind = FLAG_STRING, .dst = &align_layers},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
+        FLAG_FORCE(force),
         FLAG_EMA(tc),
         {0},
     };
@@ -276,7 +278,7 @@ static int cmd_fit(int argc, char **argv)
         val_frac = meta.val_frac;
         if (rc == NF_OK) conditional = nf_model_image_config(m)->classes > 0, align = nf_model_image_config(m)->align;
     } else {
-        rc = app_check_output(out);
+        rc = app_check_new_model(out, force);
         if (rc == NF_OK) rc = app_check_not_input(out, data, "image file");
         if (rc == NF_OK) rc = image_info(data, &mc);
         tc.seed = (uint64_t)seed;

@@ -67,6 +67,7 @@ static const char *const FIT_HELP =
     "  --threads N          threads                                           [all cores]\n"
     "  --checkpoint-every N write the model file every N steps                [200]\n"
     "  --quiet              no progress output\n"
+    "  --force              replace an existing MODEL.h5 (without it a new fit refuses to start over it)\n"
     "\n"
     "example:\n"
     "  nf tpp fit seq.h5 --decoder lognormmix --steps 3000 -o tpp.h5\n";
@@ -130,7 +131,7 @@ static int cmd_fit(int argc, char **argv)
     tc.patience = 150;
     double lr = 1e-3, val_frac = 0.2;
     long seed = 1;
-    int threads = 0, quiet = 0, seen_wd = 0;
+    int threads = 0, quiet = 0, force = 0, seen_wd = 0;
     const flag_spec flags[] = {
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {.name = "--resume", .kind = FLAG_STRING, .dst = &resume},
@@ -141,6 +142,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--flow-layers", .kind = FLAG_INT, .dst = &mc.flow_layers, .lo = 1, .hi = 64},
         {.name = "--mark-dim", .kind = FLAG_INT, .dst = &mc.mark_dim, .lo = 1, .hi = 1024},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
+        FLAG_FORCE(force),
         FLAG_EMA(tc),
         {.name = "--weight-decay", .kind = FLAG_DOUBLE, .dst = &tc.optim.weight_decay, .lo = 0, .hi = 10,
          .seen = &seen_wd},
@@ -176,7 +178,7 @@ static int cmd_fit(int argc, char **argv)
         data = meta.data_path;
         val_frac = meta.val_frac;
     } else {
-        rc = app_check_output(out);
+        rc = app_check_new_model(out, force);
         tc.seed = (uint64_t)seed;
         tc.optim.lr = lr;
         nf_schedule_init(&tc.schedule, NF_SCHED_COSINE, lr);

@@ -86,6 +86,7 @@ static const char *const FIT_HELP =
     "  --seed S             seed of weights, split, batches and noise              [1]\n"
     "  --threads N          threads                                                [all cores]\n"
     "  -q, --quiet          no progress\n"
+    "  --force              replace an existing MODEL.h5 (without it a new fit refuses to start over it)\n"
     "\n"
     "example:\n"
     "  nf video fit sprites.train.h5 --steps 1000 --global-layers 4 -o video.h5\n"
@@ -194,7 +195,7 @@ static int cmd_fit(int argc, char **argv)
     tc.patience = 20;
     double lr = 1e-3, val_frac = 0.1;
     long seed = 1;
-    int threads = 0, quiet = 0;
+    int threads = 0, quiet = 0, force = 0;
     const char *codec = "dct";
     const flag_spec flags[] = {
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
@@ -217,6 +218,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--denoiser-layers", .kind = FLAG_INT, .dst = &mc.denoiser_layers, .lo = 1, .hi = 64},
         {.name = "--denoiser-width", .kind = FLAG_INT, .dst = &mc.denoiser_width, .lo = 1, .hi = 4096},
         FLAGS_TRAINING(tc, lr, val_frac, seed, threads, quiet),
+        FLAG_FORCE(force),
         FLAG_EMA(tc),
         {0},
     };
@@ -245,7 +247,7 @@ static int cmd_fit(int argc, char **argv)
         data = meta.data_path;
         val_frac = meta.val_frac;
     } else {
-        rc = app_check_output(out);
+        rc = app_check_new_model(out, force);
         if (rc == NF_OK) rc = app_check_not_input(out, data, "video file");
         if (rc == NF_OK) rc = video_shape(data, &mc);
         if (rc == NF_OK) rc = nf_video_config_check(&mc);

@@ -49,6 +49,14 @@ int app_check_output(const char *path)
     return rc;
 }
 
+int app_check_new_model(const char *path, int force)
+{
+    NF_TRY(app_check_output(path));
+    if (force || access(path, F_OK) != 0) return NF_OK;
+    return nf_error(NF_EIO, "%s already exists and a new fit would replace it: give --force to replace it, another -o, "
+                            "or --resume %s to continue its training", path, path);
+}
+
 /* The absolute path a file at `path` has or would have: its directory resolved (symbolic links,
  * "..", ".") and its own name appended; 0 if the directory cannot be resolved. */
 static int resolved_path(const char *path, char *out, size_t size)

@@ -23,6 +23,9 @@ void app_data_free(app_data *d);
 /* Refuse to write to a path whose directory does not exist or is not writable (checked before any
  * work, so a bad -o fails fast and nothing is created). */
 int app_check_output(const char *path);
+/* The model file of a new fit: app_check_output, and unless force, refuse one that exists (a new
+ * run never loses an earlier model; --resume continues it, --force replaces it). */
+int app_check_new_model(const char *path, int force);
 /* 1 if a and b name the same file: the same device and inode when both exist (hard and symbolic
  * links included), else the same resolved path. */
 int app_same_file(const char *a, const char *b);

@@ -62,6 +62,9 @@ typedef struct flag_spec {
     {.name = "--checkpoint-every", .kind = FLAG_LONG, .dst = &(tc).checkpoint_every, .lo = 0, .hi = 1L << 40}, \
     {.name = "--quiet", .alias = "-q", .kind = FLAG_BOOL, .dst = &(quiet)}
 
+/* --force: a new fit may replace an existing model file (app_check_new_model). */
+#define FLAG_FORCE(force) {.name = "--force", .kind = FLAG_BOOL, .dst = &(force)}
+
 /* --ema D: the trainer's moving average of the weights (nf_train_config.ema; 0 = off). */
 #define FLAG_EMA(tc) {.name = "--ema", .kind = FLAG_DOUBLE, .dst = &(tc).ema, .lo = 0, .hi = 0.999999}
 

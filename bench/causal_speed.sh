@@ -26,7 +26,7 @@ mkdir -p "$(dirname "$OUTF")"
 "$NF" data make causal-poly --shift 2 -n 1000 --seed 1 -o "$TMP/poly.h5" 2>/dev/null ||
     { echo "causal_speed: nf data make failed" >&2; exit 1; }
 for r in $(seq 1 "$ROUNDS"); do
-    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$NF" causal fit "$TMP/poly.h5" --steps "$STEPS" --batch 64 --grid 200 \
+    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$NF" causal fit --force "$TMP/poly.h5" --steps "$STEPS" --batch 64 --grid 200 \
         --val-frac 0 --checkpoint-every 0 --eval-every 0 --threads 1 --quiet -o "$TMP/m.h5" ||
         { echo "causal_speed: nf causal fit failed" >&2; exit 1; }
     read -r wall user sys <"$TMP/time"

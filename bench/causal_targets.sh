@@ -30,7 +30,7 @@ has poly && for b in 2 3 4; do
         "$NF" data make causal-poly --shift $b -n 1000 --seed "$s" -o "$TMP/tr.h5" 2>/dev/null
         "$NF" data make causal-poly --shift $b -n 2000 --seed $((1000 + s)) -o "$TMP/te.h5" 2>/dev/null
         # shellcheck disable=SC2086
-        "$NF" causal fit "$TMP/tr.h5" --seed "$s" --threads 1 --quiet $FIT -o "$TMP/m.h5" ||
+        "$NF" causal fit --force "$TMP/tr.h5" --seed "$s" --threads 1 --quiet $FIT -o "$TMP/m.h5" ||
             { echo "causal_targets: fit failed (b $b seed $s)" >&2; exit 1; }
         j=$("$NF" causal eval "$TMP/m.h5" "$TMP/te.h5" --json) || exit 1
         echo "{\"set\": \"causal-poly\", \"b\": $b, \"seed\": $s, \"eval\": $j}" >>"$OUTF"
@@ -40,7 +40,7 @@ has moons && for s in $(seq 1 "$SEEDS"); do
     "$NF" data make causal-moons -n 1000 --seed "$s" -o "$TMP/tr.h5" 2>/dev/null
     "$NF" data make causal-moons -n 2000 --seed $((1000 + s)) -o "$TMP/te.h5" 2>/dev/null
     # shellcheck disable=SC2086
-    "$NF" causal fit "$TMP/tr.h5" --seed "$s" --threads 1 --quiet $FIT -o "$TMP/m.h5" ||
+    "$NF" causal fit --force "$TMP/tr.h5" --seed "$s" --threads 1 --quiet $FIT -o "$TMP/m.h5" ||
         { echo "causal_targets: fit failed (moons seed $s)" >&2; exit 1; }
     j=$("$NF" causal eval "$TMP/m.h5" "$TMP/te.h5" --json) || exit 1
     echo "{\"set\": \"causal-moons\", \"seed\": $s, \"eval\": $j}" >>"$OUTF"
@@ -63,7 +63,7 @@ for path, sel in ((tr, ~test), (te, test)):
             g[n] = v[sel]
 PY
     # shellcheck disable=SC2086
-    "$NF" causal fit "$TMP/ftr.h5" --seed 1 --threads 1 --quiet $FIT -o "$TMP/m.h5" || exit 1
+    "$NF" causal fit --force "$TMP/ftr.h5" --seed 1 --threads 1 --quiet $FIT -o "$TMP/m.h5" || exit 1
     j=$("$NF" causal eval "$TMP/m.h5" "$TMP/fte.h5" --json) || exit 1
     echo "{\"set\": \"ihdp1\", \"fold\": $k, \"eval\": $j}" >>"$OUTF"
 done

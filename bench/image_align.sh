@@ -63,7 +63,7 @@ for seed in $SEEDS; do
         extra=()
         [ "$arm" = none ] || extra=(--align --align-layers "$layers" --align-weight "$w")
         t0=$(date +%s.%N)
-        if ! "$NF" image fit "$OUT/digits.train.h5" $MODEL --batch 64 --lr 2e-3 --steps "$STEPS" --eval-every 25 \
+        if ! "$NF" image fit --force "$OUT/digits.train.h5" $MODEL --batch 64 --lr 2e-3 --steps "$STEPS" --eval-every 25 \
             --patience 0 --val-frac 0.1 --threads "$THREADS" --seed "$seed" "${extra[@]}" -o "$m" 2>"$m.log" >/dev/null; then
             echo "image_align: fit failed for arm $arm, seed $seed: $(tail -n 1 "$m.log")" >&2
             continue

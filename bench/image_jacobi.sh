@@ -42,7 +42,7 @@ if [ "${JAC_TRAIN:-0}" = 1 ]; then
         m=$DIR/t${sz}_$a.h5
         say "fitting $m (--blocks ${a%x*} --layers ${a#*x} ${JAC_FIT:-}, one thread)"
         # shellcheck disable=SC2086
-        "$NF" image fit "$DIR/s$sz.train.h5" --arch tarflow --blocks "${a%x*}" --layers "${a#*x}" --threads 1 \
+        "$NF" image fit --force "$DIR/s$sz.train.h5" --arch tarflow --blocks "${a%x*}" --layers "${a#*x}" --threads 1 \
             ${JAC_FIT:-} --quiet -o "$m" > "$m.fit.log" 2>&1 || { say "fit failed (see $m.fit.log)"; exit 1; }
         say "$m: test $("$NF" image eval "$m" "$DIR/s$sz.test.h5" | grep bits/dim)"
         MODELS+=("$m")

@@ -49,7 +49,7 @@ make_set() {  # NAME -> $TMP/NAME.h5
 # nf_fit SET ARCH STEPS THREADS: prints "wall user+sys" of one fit
 nf_fit() {
     # shellcheck disable=SC2086
-    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$NF" image fit "$TMP/$1.h5" -o "$TMP/m.h5" --arch "$2" $MODEL \
+    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$NF" image fit --force "$TMP/$1.h5" -o "$TMP/m.h5" --arch "$2" $MODEL \
         --steps "$3" --batch "$BATCH" --val-frac 0 --checkpoint-every 0 --eval-every 1000000 --threads "$4" --quiet \
         2>> "$TMP/err" || { echo "image_speed: nf image fit failed:" >&2; cat "$TMP/err" >&2; exit 1; }
     rm -f "$TMP/m.h5"

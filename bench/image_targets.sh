@@ -83,7 +83,7 @@ nf_fit() {
     local set=$1 arch=$2 steps=$3 seed=$4
     shift 4
     # shellcheck disable=SC2086
-    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$NF" image fit "$TMP/$set.train.h5" -o "$TMP/m.h5" --arch "$arch" \
+    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$NF" image fit --force "$TMP/$set.train.h5" -o "$TMP/m.h5" --arch "$arch" \
         $MODEL "$@" --steps "$steps" --batch "$BATCH" --val-frac 0 --checkpoint-every 0 --eval-every 1000000 \
         --threads "$THREADS" --seed "$seed" --quiet 2>> "$TMP/err" || fail "nf image fit $set $arch failed"
     "$NF" image eval "$TMP/m.h5" "$TMP/$set.test.h5" --json > "$TMP/eval.json" 2>> "$TMP/err" || fail "nf image eval failed"
@@ -129,7 +129,7 @@ with h5py.File(sys.argv[1], "r") as f, h5py.File(sys.argv[2], "w") as g:
 EOF
     for a in "tarflow" "glow --scales 1 --depth 1"; do
         # shellcheck disable=SC2086
-        "$NF" image fit "$TMP/d500.h5" -o "$TMP/m0.h5" --arch $a "${CFLAGS[@]}" --steps 1 --lr 1e-12 --noise 0 --val-frac 0 \
+        "$NF" image fit --force "$TMP/d500.h5" -o "$TMP/m0.h5" --arch $a "${CFLAGS[@]}" --steps 1 --lr 1e-12 --noise 0 --val-frac 0 \
             --checkpoint-every 0 --threads "$THREADS" --quiet 2>> "$TMP/err" || fail "nf image fit (untrained $a) failed"
         nfb=$("$NF" image eval "$TMP/m0.h5" "$TMP/d500.h5" --json 2>> "$TMP/err") || fail "nf image eval (untrained) failed"
         # shellcheck disable=SC2086
@@ -144,7 +144,7 @@ EOF
         # checks the context's way in: nf's weights after 60 steps, copied into the reference, give
         # nf image eval's bits/dim on nf's own dequantisation (image_torch.py nf-parity, float64)
         for a in glow tarflow; do
-            "$NF" image fit "$TMP/d500.h5" -o "$TMP/m1.h5" --arch "$a" "${CFLAGS[@]}" --steps 60 --val-frac 0 \
+            "$NF" image fit --force "$TMP/d500.h5" -o "$TMP/m1.h5" --arch "$a" "${CFLAGS[@]}" --steps 60 --val-frac 0 \
                 --checkpoint-every 0 --threads "$THREADS" --quiet 2>> "$TMP/err" || fail "nf image fit (60 steps, $a) failed"
             r=$($PY bench/image_torch.py nf-parity --nf-model "$TMP/m1.h5" --data "$TMP/d500.h5" --nf "$NF" \
                 --threads "$THREADS" 2>> "$TMP/err") || fail "image_torch.py nf-parity $a: $r"

@@ -35,7 +35,7 @@ mkdir -p "$(dirname "$OUTF")"
 
 # nf_fit STEPS THREADS: prints "wall user+sys" of one fit
 nf_fit() {
-    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$NF" tpp fit "$TMP/seq.h5" -o "$TMP/m.h5" --steps "$1" --batch 64 \
+    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$NF" tpp fit --force "$TMP/seq.h5" -o "$TMP/m.h5" --steps "$1" --batch 64 \
         --hidden 64 --components 64 --val-frac 0 --checkpoint-every 0 --eval-every 1000000 --threads "$2" --quiet \
         2>> "$TMP/err" || { echo "tpp_speed: nf tpp fit failed:" >&2; cat "$TMP/err" >&2; exit 1; }
     awk '{print $1, $2 + $3}' "$TMP/time"

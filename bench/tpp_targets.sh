@@ -61,7 +61,7 @@ job() {
     local s=$1 d=$2 p=$OUT/$1.$2 t0 t1
     t0=$(date +%s)
     # shellcheck disable=SC2086
-    if ! "$NF" tpp fit "$OUT/$s.train.h5" --decoder "$d" --val-frac 0.25 --seed "$SEED" --threads "$THREADS" \
+    if ! "$NF" tpp fit --force "$OUT/$s.train.h5" --decoder "$d" --val-frac 0.25 --seed "$SEED" --threads "$THREADS" \
         --quiet $FIT_ARGS -o "$p.model.h5" > "$p.fit.log" 2>&1; then
         say "$s $d: fit failed (see $p.fit.log)"; return
     fi

@@ -19,9 +19,9 @@ cd "$OUT"
 "$NF" data split sprites.h5 --test 0.1 --val 0 --seed 2 >/dev/null
 FIT=(--steps "$STEPS" --batch 16 --eval-every 100 --val-frac 0.1 --threads 1 --seed 3 --quiet)
 start=$(date +%s)
-"$NF" video fit sprites.train.h5 "${FIT[@]}" -o dct.h5 &
+"$NF" video fit --force sprites.train.h5 "${FIT[@]}" -o dct.h5 &
 p1=$!
-"$NF" video fit sprites.train.h5 "${FIT[@]}" --codec ae -o ae.h5 &
+"$NF" video fit --force sprites.train.h5 "${FIT[@]}" --codec ae -o ae.h5 &
 p2=$!
 wait $p1 $p2
 echo "fits: $(( $(date +%s) - start )) s, side by side (the DCT model $STEPS steps; the autoencoder's $STEPS + $STEPS)"

@@ -45,7 +45,7 @@ mkdir -p "$(dirname "$OUTF")"
 # nf_fit STEPS THREADS: prints "wall user+sys" of one fit
 nf_fit() {
     # shellcheck disable=SC2086
-    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$NF" video fit "$TMP/v.h5" -o "$TMP/m.h5" $MODEL \
+    /usr/bin/time -f "%e %U %S" -o "$TMP/time" "$NF" video fit --force "$TMP/v.h5" -o "$TMP/m.h5" $MODEL \
         --steps "$1" --batch "$BATCH" --val-frac 0 --checkpoint-every 0 --eval-every 0 --threads "$2" --quiet \
         2>> "$TMP/err" || { echo "video_speed: nf video fit failed:" >&2; cat "$TMP/err" >&2; exit 1; }
     rm -f "$TMP/m.h5"
@@ -67,7 +67,7 @@ torch_run() {  # THREADS ROUND
 
 # nf's parameter count of this configuration (a 1-step model), which the torch model must equal
 # shellcheck disable=SC2086
-"$NF" video fit "$TMP/v.h5" -o "$TMP/m1.h5" $MODEL --steps 1 --batch "$BATCH" --val-frac 0 --checkpoint-every 0 \
+"$NF" video fit --force "$TMP/v.h5" -o "$TMP/m1.h5" $MODEL --steps 1 --batch "$BATCH" --val-frac 0 --checkpoint-every 0 \
     --eval-every 0 --threads 1 --quiet 2>> "$TMP/err" || { echo "video_speed: nf video fit failed:" >&2; cat "$TMP/err" >&2; exit 1; }
 PARAMS=$("$NF" info "$TMP/m1.h5" | awk '$1 == "parameters" {print $2}')
 rm -f "$TMP/m1.h5"
@@ -75,7 +75,7 @@ if [ "${VID_CHECK:-0}" = 1 ]; then
     # likelihood parity: a model trained 60 steps (lr 5e-3, far from the identity start), nf's bits/dim
     # of 8 other videos against the torch model's on nf's weights and nf's keyed dequantisation
     # shellcheck disable=SC2086
-    "$NF" video fit "$TMP/v.h5" -o "$TMP/mc.h5" $MODEL --steps 60 --lr 5e-3 --batch "$BATCH" --val-frac 0 \
+    "$NF" video fit --force "$TMP/v.h5" -o "$TMP/mc.h5" $MODEL --steps 60 --lr 5e-3 --batch "$BATCH" --val-frac 0 \
         --checkpoint-every 0 --eval-every 0 --threads 2 --quiet 2>> "$TMP/err" &&
     "$NF" data make video-sprites -n 8 --seed 5 -o "$TMP/t.h5" > /dev/null 2>> "$TMP/err" &&
     "$NF" video eval "$TMP/mc.h5" "$TMP/t.h5" --json > "$TMP/nf_eval.json" 2>> "$TMP/err" &&

@@ -19,7 +19,7 @@ echo "== splitting by whole sequences: 60% train, 20% validation, 20% test"
 "$NF" data split "$OUT/$SET.h5" --val 0.2 --test 0.2 --seed 1 -o "$OUT/$SET"
 echo "== fitting a LogNormMix decoder on a GRU history (a short run; progress below)"
 # shellcheck disable=SC2086  # the extra arguments are words
-"$NF" tpp fit "$OUT/$SET.train.h5" --decoder lognormmix --hidden 32 --components 16 --batch 16 --steps 200 \
+"$NF" tpp fit --force "$OUT/$SET.train.h5" --decoder lognormmix --hidden 32 --components 16 --batch 16 --steps 200 \
     --eval-every 50 --threads "${NF_DEMO_THREADS:-2}" --seed 1 -o "$OUT/model.h5" ${NF_DEMO_TPP_FIT_ARGS:-}
 echo "== the held-out test sequences: model NLL, true NLL and the gap (model - truth)"
 "$NF" tpp eval "$OUT/model.h5" "$OUT/$SET.test.h5"

@@ -27,6 +27,8 @@ FIT=(--repr 8 --hidden 16 --grid 64 --steps 400 --batch 64 --lr 1e-2 --eval-ever
 nfrun causal fit poly.h5 "${FIT[@]}" -o m.h5 2>"$T/err"
 rc=$?
 check "causal fit exits 0 (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
+cp m.h5 rr.h5
+refuses_replace rr.h5 causal fit poly.h5 "${FIT[@]}" --steps 3
 j=$(nfrun causal eval m.h5 test.h5 --json 2>&1)
 g0=$(sed -n 's/.*"arm": 0.*"gap": {"target": \([-0-9.e]*\).*"arm": 1.*/\1/p' <<<"$j")
 g1=$(sed -n 's/.*"arm": 1.*"gap": {"target": \([-0-9.e]*\).*/\1/p' <<<"$j")

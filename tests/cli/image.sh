@@ -20,6 +20,8 @@ nfrun image fit digits.train.h5 "${GLOW[@]}" --steps 1 --lr 1e-12 --val-frac 0 -
 nfrun image fit digits.train.h5 "${GLOW[@]}" --steps 150 --eval-every 50 -o g.h5 2>>"$T/err"
 rc=$?
 check "image fit (glow) exits 0 (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
+cp g0.h5 rr.h5
+refuses_replace rr.h5 image fit digits.train.h5 "${GLOW[@]}" --steps 2 --val-frac 0
 b0=$(nfrun image eval g0.h5 digits.test.h5 --json 2>&1 | bpd)
 b1=$(nfrun image eval g.h5 digits.test.h5 --json 2>&1 | bpd)
 check "150 steps lower the held-out bits/dim by at least 0.5: $b0 -> $b1" \

@@ -93,6 +93,23 @@ wait_bg() {
 nfrun() { timeout -k 5 "${NF_CLI_TIMEOUT:-120}" "$NF" "$@"; }
 
 # Temporary files of the atomic writers ("<path>.tmp.<pid>") anywhere under $W.
+# refuses_replace MODEL CMD ARGS...: `nf CMD ARGS -o MODEL` over the existing MODEL exits 1 with one
+# line naming --force and leaves MODEL as it was; with --force (and --seed 99, for other weights)
+# it replaces MODEL.  CMD is one word ("fit") or two ("tpp fit") given as separate arguments.
+refuses_replace() {
+    local model=$1 what="$2 $3" before rc
+    shift
+    before=$(cksum <"$model")
+    nfrun "$@" -o "$model" >/dev/null 2>"$T/replace.err"
+    rc=$?
+    check "$what over an existing model without --force: exit $rc, one line naming --force, the model kept" \
+        bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/replace.err') = 1 ] &&
+                 grep -q 'already exists and a new fit would replace it: give --force' '$T/replace.err' &&
+                 [ \"\$(cksum <'$model')\" = '$before' ]"
+    nfrun "$@" --force --seed 99 -o "$model" >/dev/null 2>"$T/replace.err"
+    rc=$?
+    check "$what --force replaces it (exit $rc)" bash -c "[ $rc = 0 ] && [ \"\$(cksum <'$model')\" != '$before' ]"
+}
 stray_tmp() { find "$W" -name '*.tmp.*' | sed "s|^$W/||"; }
 
 # "a b" -> 1 if |a - b| <= tol * max(1, |a|, |b|)

@@ -32,6 +32,8 @@ FIT=(--decoder lognormmix --hidden 8 --components 4 --steps 150 --batch 8 --lr 1
 nfrun tpp fit pois.h5 "${FIT[@]}" -o m.h5 2>"$T/err"
 rc=$?
 check "tpp fit exits 0 (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
+cp m.h5 rr.h5
+refuses_replace rr.h5 tpp fit pois.h5 "${FIT[@]}" --steps 3
 j=$(nfrun tpp eval m.h5 pois.h5 --json 2>&1)
 nll=$(sed -n 's/.*"nll_per_event": \([-0-9.e]*\).*/\1/p' <<<"$j")
 # true NLL per event of a rate-2 Poisson process on its window: (2*30 - N log 2) / N = 1 - log 2 = 0.307

@@ -22,6 +22,8 @@ nfrun video fit balls.train.h5 "${VID[@]}" --steps 1 --lr 1e-12 --val-frac 0 -o 
 nfrun video fit balls.train.h5 "${VID[@]}" --steps 80 --eval-every 40 -o v.h5 2>>"$T/err"
 rc=$?
 check "video fit exits 0 (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
+cp v0.h5 rr.h5
+refuses_replace rr.h5 video fit balls.train.h5 "${VID[@]}" --steps 2 --val-frac 0
 j0=$(nfrun video eval v0.h5 balls.test.h5 --json 2>&1)
 j1=$(nfrun video eval v.h5 balls.test.h5 --json 2>&1)
 b0=$(bpd <<<"$j0") b1=$(bpd <<<"$j1")
