@@ -15,6 +15,7 @@
 #include "apps/commands.h"
 #include "apps/datafile.h"
 #include "apps/flags.h"
+#include "datasets/dependent_split.h"
 #include "core/h5.h"
 #include "core/import.h"
 #include "datasets/dataset.h"
@@ -90,7 +91,11 @@ static const char *const SPLIT_HELP =
     "Shuffle the rows of /x (with /logp_true, /context and image labels when present) with a seeded\n"
     "permutation and write PREFIX.train.h5, PREFIX.val.h5 and PREFIX.test.h5 (a part of no\n"
     "rows, such as --val 0, is not written).  An nf-sequences file is split by whole sequences,\n"
-    "with their marks and true log-likelihoods.\n\n"
+    "with their marks and true log-likelihoods.  Dependent rows (a file with /group ids or a kinship\n"
+    "matrix /K, as nf data make dependent-* writes) are split by whole groups of related rows (groups,\n"
+    "families of K, joined where they overlap), drawn in a seeded order, each to validation or test\n"
+    "while it brings that part closer to its fraction, else to training; each part keeps its rows'\n"
+    "ids and K restricted to them, so nf fit PART --dependence reads it as the whole file.\n\n"
     "  --val F          fraction for validation, round(n F) rows (default 0.1)\n"
     "  --test F         fraction for test, round(n F) rows (default 0.1)\n"
     "  --seed S         shuffle seed (default 1)\n"
@@ -415,9 +420,9 @@ static int split_read(const char *in, split_input *s)
 /* Copy the provenance attributes the input has (silently skipping any of another type). */
 static int copy_attrs(nf_h5 *src, nf_h5 *dst)
 {
-    static const char *const strs[] = {"generator", "density", "source", "flow", NULL};
+    static const char *const strs[] = {"generator", "density", "source", "flow", "structure", "relatives", NULL};
     static const char *const ints[] = {"seed", "model_seed", "components", NULL};
-    static const char *const dbls[] = {"entropy", "entropy_stderr", NULL};
+    static const char *const dbls[] = {"entropy", "entropy_stderr", "lambda", NULL};
     char buf[1024];
     int64_t iv;
     double dv;
@@ -440,8 +445,8 @@ static void gather(double *out, const double *a, size_t w, const size_t *perm, s
     for (size_t i = 0; i < m; i++) memcpy(out + i * w, a + perm[i] * w, w * sizeof *a);
 }
 
-static int split_write(nf_h5 *f, const char *in, nf_h5 *src, const split_input *s, const size_t *rows, size_t m,
-                       const char *part, long seed, double *buf)
+static int split_write(nf_h5 *f, const char *in, nf_h5 *src, const split_input *s, const nf_dep_split *dep,
+                       const size_t *rows, size_t m, const char *part, long seed, double *buf)
 {
     gather(buf, s->x, s->d, rows, m);
     NF_TRY(nf_h5_write_double(f, "/x", buf, m, s->d));
@@ -466,6 +471,7 @@ static int split_write(nf_h5 *f, const char *in, nf_h5 *src, const split_input *
         NF_TRY(rc);
         NF_TRY(nf_h5_write_strings(f, "/class_names", (const char *const *)s->class_names, s->n_classes));
     }
+    if (dep) NF_TRY(nf_dep_split_write(f, dep, rows, m));
     if (src) NF_TRY(copy_attrs(src, f));
     NF_TRY(nf_h5_attr_set_int64(f, "/", "n", (int64_t)m));
     NF_TRY(nf_h5_attr_set_int64(f, "/", "dim", (int64_t)s->d));
@@ -528,15 +534,22 @@ static int cmd_split(int argc, char **argv)
         buf = malloc(si.n * w * sizeof *buf);
         if (!perm || !buf) rc = nf_error(NF_ENOMEM, "%s: out of memory for %zu rows", in, si.n);
     }
-    if (rc == NF_OK && (rc = nf_dataset_split(si.n, val, test, (uint64_t)seed, perm, count)) != NF_OK)
-        nf_error_context(rc, "%s", in);
+    nf_dep_split dep = {0};
+    int dependent = 0;
+    size_t units[3] = {0, 0, 0};
     if (rc == NF_OK) rc = nf_h5_open(&src, in, NULL, 0);
+    if (rc == NF_OK) rc = nf_dep_split_read(src, in, si.n, &dep, &dependent);
+    if (rc == NF_OK && dependent)
+        rc = nf_dep_split_parts(&dep, in, val, test, (uint64_t)seed, perm, count, units);
+    else if (rc == NF_OK && (rc = nf_dataset_split(si.n, val, test, (uint64_t)seed, perm, count)) != NF_OK)
+        nf_error_context(rc, "%s", in);
     /* all parts written before any is renamed into place; a part of no rows is not written */
     size_t at = 0;
     for (int k = 0; k < 3 && rc == NF_OK; k++) {
         if (count[k] == 0) continue;
         rc = nf_h5_create(&f[k], path[k], DATA_FORMAT, DATA_VERSION);
-        if (rc == NF_OK) rc = split_write(f[k], in, src, &si, perm + at, count[k], part[k], seed, buf);
+        if (rc == NF_OK)
+            rc = split_write(f[k], in, src, &si, dependent ? &dep : NULL, perm + at, count[k], part[k], seed, buf);
         at += count[k];
     }
     nf_h5_close(src);
@@ -549,12 +562,15 @@ static int cmd_split(int argc, char **argv)
         }
     }
     if (rc == NF_OK) {
-        printf("%s: %zu train, %zu validation, %zu test rows ->", in, count[0], count[1], count[2]);
+        printf("%s: %zu train, %zu validation, %zu test rows", in, count[0], count[1], count[2]);
+        if (dependent) printf(" (whole groups of related rows: %zu, %zu, %zu)", units[0], units[1], units[2]);
+        printf(" ->");
         for (int k = 0, first = 1; k < 3; k++)
             if (count[k]) printf("%s %s", first ? "" : ",", path[k]), first = 0;
         printf("\n");
     }
     split_input_free(&si);
+    nf_dep_split_free(&dep);
     free(perm);
     free(buf);
     for (int k = 0; k < 3; k++) free(path[k]);

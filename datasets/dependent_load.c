@@ -8,8 +8,7 @@
 
 #include "core/h5.h"
 
-/* A 1-D (or n x 1) dataset of whole numbers, read as doubles and checked. */
-static int read_integers(nf_h5 *f, const char *path, const char *what, int64_t **out, size_t *count)
+int nf_dep_read_integers(nf_h5 *f, const char *path, const char *what, int64_t **out, size_t *count)
 {
     *out = NULL;
     double *v;
@@ -44,7 +43,7 @@ static int load_groups(nf_dep **out, nf_h5 *f, const nf_dep_source *s, size_t n)
 {
     int64_t *g;
     size_t m;
-    NF_TRY(read_integers(f, s->dataset, "group ids", &g, &m));
+    NF_TRY(nf_dep_read_integers(f, s->dataset, "group ids", &g, &m));
     int rc = NF_OK;
     if (m != n)
         rc = nf_error(NF_EDATA, "%s: %s has %zu group ids but there are %zu rows (expected one per row)", nf_h5_path(f),
@@ -66,8 +65,8 @@ static int read_triplets(nf_h5 *f, const char *group, size_t n, double *K)
     size_t nr = 0, nc = 0, nv = 0, vc = 0;
     unsigned char *seen = calloc(n * n, 1);
     int rc = seen ? NF_OK : nf_error(NF_ENOMEM, "out of memory for a %zu x %zu kinship matrix", n, n);
-    if (rc == NF_OK) rc = read_integers(f, p_row, "row indices", &r, &nr);
-    if (rc == NF_OK) rc = read_integers(f, p_col, "column indices", &c, &nc);
+    if (rc == NF_OK) rc = nf_dep_read_integers(f, p_row, "row indices", &r, &nr);
+    if (rc == NF_OK) rc = nf_dep_read_integers(f, p_col, "column indices", &c, &nc);
     if (rc == NF_OK) rc = nf_h5_read_double(f, p_val, &v, &nv, &vc);
     if (rc == NF_OK && (nr != nc || nr != nv * (vc ? vc : 1)))
         rc = nf_error(NF_EFORMAT, "%s: %s has %zu rows, %zu columns and %zu values (expected as many of each)",

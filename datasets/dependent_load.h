@@ -15,6 +15,7 @@
 #ifndef NF_DEPENDENT_LOAD_H
 #define NF_DEPENDENT_LOAD_H
 
+#include "core/h5.h"
 #include "distributions/dependent.h"
 
 typedef struct nf_dep_source {
@@ -25,5 +26,8 @@ typedef struct nf_dep_source {
 } nf_dep_source;
 
 int nf_dep_load(nf_dep **out, const nf_dep_source *s, size_t n);
+/* A 1-D (or n x 1) dataset of whole numbers (read as doubles and checked; `what` names them in the
+ * error): *out (count entries), the caller's to free. */
+int nf_dep_read_integers(nf_h5 *f, const char *path, const char *what, int64_t **out, size_t *count);
 
 #endif

@@ -46,6 +46,29 @@ nfrun data make dependent-sign --structure blocks -o x.h5 >/dev/null 2>"$T/err"
 rc=$?
 check "an unknown structure: usage error" bash -c "[ $rc = 2 ] && grep -q 'equi or kinship' '$T/err'"
 
+# ---- split by whole groups: each part keeps its rows' ids and K, and trains as the whole file -----
+nfrun data split tr.h5 --val 0.1 --test 0.1 --seed 5 -o eqs >"$T/out" 2>"$T/err"
+rc=$?
+check "data split of equi rows: by whole groups (exit $rc: $(cat "$T/out" "$T/err" | head -c 200))" \
+    bash -c "[ $rc = 0 ] && grep -q 'whole groups of related rows: [0-9]*, [0-9]*, [0-9]*' '$T/out' && [ -s eqs.train.h5 ]"
+nfrun fit eqs.train.h5 --dependence equi --val-frac 0 --flow realnvp --layers 2 --hidden 8 --steps 20 --threads 1 \
+    --quiet -o eqs.h5 2>"$T/err"
+rc=$?
+check "fit --dependence equi on the training part (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
+nfrun data split trf.h5 --val 0.2 --test 0 --seed 5 -o kins >"$T/out" 2>"$T/err"
+rc=$?
+check "data split of kinship rows: by whole families (exit $rc: $(cat "$T/out" "$T/err" | head -c 200))" \
+    bash -c "[ $rc = 0 ] && grep -q 'whole groups of related rows' '$T/out' && [ -s kins.train.h5 ] && [ ! -e kins.test.h5 ]"
+nfrun fit kins.train.h5 --dependence kinship --kinship kins.train.h5 --learn-lambda --val kins.val.h5 --flow realnvp \
+    --layers 2 --hidden 8 --steps 20 --threads 1 --quiet -o kins.h5 2>"$T/err"
+rc=$?
+check "fit --dependence kinship on the training part, its K restricted to its rows (exit $rc: $(head -c 200 "$T/err"))" \
+    test "$rc" = 0
+nfrun data split trf.h5 --val 0.6 --test 0.39 -o none >"$T/out" 2>"$T/err"
+rc=$?
+check "a split whose validation and test take every family: exit 1, one line" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'leaving none to train on' '$T/err' && [ ! -e none.train.h5 ]"
+
 # ---- fit, info, eval -----------------------------------------------------------------------------
 FIT=(--flow realnvp --layers 4 --hidden 16 --steps 600 --batch 100 --lr 3e-3 --eval-every 100 --threads 1 --seed 2
     --quiet)
