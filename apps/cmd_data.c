@@ -8,6 +8,7 @@
  * input leaves no file behind and changes none.
  */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "datasets/dependent_split.h"
 #include "core/h5.h"
 #include "core/import.h"
+#include "datasets/causal.h"
 #include "datasets/dataset.h"
 #include "datasets/images.h"
 #include "datasets/videos.h"
@@ -91,7 +93,8 @@ static const char *const SPLIT_HELP =
     "Shuffle the rows of /x (with /logp_true, /context and image labels when present) with a seeded\n"
     "permutation and write PREFIX.train.h5, PREFIX.val.h5 and PREFIX.test.h5 (a part of no\n"
     "rows, such as --val 0, is not written).  An nf-sequences file is split by whole sequences,\n"
-    "with their marks and true log-likelihoods.  Dependent rows (a file with /group ids or a kinship\n"
+    "with their marks and true log-likelihoods; a causal file (nf-causal) by units within each arm,\n"
+    "with every array it holds (potential outcomes, true densities, propensities).  Dependent rows (a file with /group ids or a kinship\n"
     "matrix /K, as nf data make dependent-* writes) are split by whole groups of related rows (groups,\n"
     "families of K, joined where they overlap), drawn in a seeded order, each to validation or test\n"
     "while it brings that part closer to its fraction, else to training; each part keeps its rows'\n"
@@ -481,6 +484,84 @@ static int split_write(nf_h5 *f, const char *in, nf_h5 *src, const split_input *
     return NF_OK;
 }
 
+/* 1 if path is an nf-causal file (nf data make causal-*, nf causal import). */
+static int is_causal_file(const char *path)
+{
+    nf_h5 *f;
+    if (nf_h5_open(&f, path, NULL, 0) != NF_OK) {
+        nf_error_clear();
+        return 0;
+    }
+    char fmt[64] = "";
+    int yes = nf_h5_attr_exists(f, "/", "format") && nf_h5_attr_get_string(f, "/", "format", fmt, sizeof fmt) == NF_OK &&
+              !strcmp(fmt, NF_CAUSAL_FORMAT);
+    nf_h5_close(f);
+    nf_error_clear();
+    return yes;
+}
+
+/* A causal file split by units, within each arm: of its n_a units in the seeded order, round(n_a val)
+ * validate, round(n_a test) test and the rest train, so every part keeps the arms' proportions and
+ * the training part both arms; each part carries every array of the input (potential outcomes, true
+ * log-densities, propensities).  All parts are written before any is renamed into place. */
+static int split_causal(const char *cmd, const char *in, char *const path[3], double val, double test, long seed)
+{
+    static const char *const part[3] = {"train", "val", "test"};
+    nf_causal_data d, sub[3];
+    memset(sub, 0, sizeof sub);
+    nf_h5 *f[3] = {NULL, NULL, NULL};
+    size_t *perm = NULL, *idx[3] = {NULL, NULL, NULL}, count[3] = {0, 0, 0}, treated[3] = {0, 0, 0}, unused[3];
+    int rc = nf_causal_load(&d, in, NULL, NULL, NULL);
+    if (rc != NF_OK) return cli_fail(cmd);
+    perm = malloc(d.n * sizeof *perm);
+    for (int k = 0; k < 3; k++) idx[k] = malloc(d.n * sizeof *idx[k]);
+    if (!perm || !idx[0] || !idx[1] || !idx[2]) rc = nf_error(NF_ENOMEM, "%s: out of memory for %zu units", in, d.n);
+    if (rc == NF_OK && (rc = nf_dataset_split(d.n, 0, 0, (uint64_t)seed, perm, unused)) != NF_OK)
+        nf_error_context(rc, "%s", in);
+    for (int arm = 0; arm < 2 && rc == NF_OK; arm++) {
+        size_t na = 0, at = 0;
+        for (size_t i = 0; i < d.n; i++) na += d.a[i] == arm;
+        const size_t nv = (size_t)llround((double)na * val), nt = (size_t)llround((double)na * test);
+        if (nv + nt >= na) {
+            rc = nf_error(NF_EINVAL, "%s: the %s arm's %zu units with --val %g and --test %g leave none to train on "
+                                     "(expected smaller fractions)", in, arm ? "treated" : "control", na, val, test);
+            break;
+        }
+        for (size_t i = 0; i < d.n; i++) {
+            if (d.a[perm[i]] != arm) continue;
+            const int k = at < nv ? 1 : at < nv + nt ? 2 : 0;
+            idx[k][count[k]++] = perm[i];
+            treated[k] += arm;
+            at++;
+        }
+    }
+    for (int k = 0; k < 3 && rc == NF_OK; k++) {
+        if (!count[k]) continue;
+        rc = nf_causal_subset(&sub[k], &d, idx[k], count[k]);
+        if (rc == NF_OK) rc = nf_h5_create(&f[k], path[k], NF_CAUSAL_FORMAT, NF_CAUSAL_FORMAT_VERSION);
+        if (rc == NF_OK) rc = nf_causal_write(f[k], &sub[k]);
+        if (rc == NF_OK) rc = nf_h5_attr_set_string(f[k], "/", "split", part[k]);
+        if (rc == NF_OK) rc = nf_h5_attr_set_string(f[k], "/", "split_of", in);
+        if (rc == NF_OK) rc = nf_h5_attr_set_int64(f[k], "/", "split_seed", seed);
+    }
+    for (int k = 0; k < 3; k++) {
+        if (!f[k]) continue;
+        if (rc == NF_OK) rc = nf_h5_commit(f[k]);
+        else nf_h5_abort(f[k]);
+    }
+    if (rc == NF_OK) {
+        printf("%s: %zu train, %zu validation, %zu test units (treated: %zu, %zu, %zu) ->", in, count[0], count[1],
+               count[2], treated[0], treated[1], treated[2]);
+        for (int k = 0, first = 1; k < 3; k++)
+            if (count[k]) printf("%s %s", first ? "" : ",", path[k]), first = 0;
+        printf("\n");
+    }
+    for (int k = 0; k < 3; k++) nf_causal_data_free(&sub[k]), free(idx[k]);
+    nf_causal_data_free(&d);
+    free(perm);
+    return rc == NF_OK ? 0 : cli_fail(cmd);
+}
+
 static int cmd_split(int argc, char **argv)
 {
     const char *cmd = "data split", *in = NULL, *prefix = NULL;
@@ -524,6 +605,11 @@ static int cmd_split(int argc, char **argv)
     for (int k = 0; k < 3 && rc == NF_OK; k++) rc = app_check_not_input(path[k], in, "input file");
     if (rc == NF_OK && app_is_sequences_file(in)) {
         int st = app_data_split_sequences(cmd, in, (const char *const *)path, val, test, seed);
+        for (int k = 0; k < 3; k++) free(path[k]);
+        return st;
+    }
+    if (rc == NF_OK && is_causal_file(in)) {
+        int st = split_causal(cmd, in, path, val, test, seed);
         for (int k = 0; k < 3; k++) free(path[k]);
         return st;
     }

@@ -10,6 +10,7 @@
 #include "apps/flags.h"
 #include "core/h5.h"
 #include "datasets/names.h"
+#include "datasets/causal.h"
 #include "datasets/sequences.h"
 #include "datasets/source.h"
 #include "distributions/target.h"
@@ -31,6 +32,8 @@ static const char *const INFO_HELP =
     "                 data came from (generator, source file, seed, split, model...)\n"
     "  log-densities  how many, their mean, the model and data they came from\n"
     "  sequences      sequences, events, marks, windows and mean inter-event time\n"
+    "  causal data    units per arm, covariates and outcome widths, the outcome's range per arm, and\n"
+    "                 what truth it carries (potential outcomes, their true densities, propensities)\n"
     "An HDF5 file without a format attribute is read as data when it holds /x, as sequences when it\n"
     "holds /times and /offsets.\n"
     "\n"
@@ -439,6 +442,36 @@ static int info_sequences(const char *path, nf_h5 *f, const char *format)
     return NF_OK;
 }
 
+/* A causal data file (nf data make causal-*, nf causal import, nf data split of one). */
+static int info_causal(const char *path, nf_h5 *f, const char *format)
+{
+    nf_causal_data d;
+    NF_TRY(nf_causal_load(&d, path, NULL, NULL, NULL));
+    size_t n1 = 0;
+    double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY}, sum[2] = {0, 0};
+    for (size_t i = 0; i < d.n; i++) {
+        const int a = d.a[i] == 1;
+        n1 += a;
+        const double y = d.y[i * (size_t)d.dy];
+        lo[a] = fmin(lo[a], y), hi[a] = fmax(hi[a], y), sum[a] += y;
+    }
+    header_line("causal data", path, f, format);
+    printf("%-15s %zu (%zu control, %zu treated)\n", "units", d.n, d.n - n1, n1);
+    printf("%-15s %d\n", "covariates", d.dx);
+    printf("%-15s %d column%s\n", "outcome", d.dy, d.dy == 1 ? "" : "s");
+    for (int a = 0; a < 2; a++) {
+        const size_t na = a ? n1 : d.n - n1;
+        printf("%-15s mean %.6g, from %.6g to %.6g%s\n", a ? "observed Y, A=1" : "observed Y, A=0", sum[a] / (double)na,
+               lo[a], hi[a], d.dy > 1 ? " (first column)" : "");
+    }
+    printf("%-15s %s%s%s\n", "truth", d.y0 && d.y1 ? "both potential outcomes" : "no potential outcomes",
+           d.logp0 && d.logp1 ? ", their true log-densities" : "", d.propensity ? ", true propensities" : "");
+    if (d.family[0]) printf("%-15s %s (shift %g)\n", "family", d.family, d.shift);
+    print_provenance(f);
+    nf_causal_data_free(&d);
+    return NF_OK;
+}
+
 int nf_cmd_info(int argc, char **argv)
 {
     const char *path = NULL;
@@ -460,11 +493,13 @@ int nf_cmd_info(int argc, char **argv)
     if (!strcmp(format, "nf-logprob")) rc = info_logprob(path, f, format);
     else if (!strcmp(format, NF_SEQUENCES_FORMAT) || (!format[0] && nf_h5_exists(f, "/times") && nf_h5_exists(f, "/offsets")))
         rc = info_sequences(path, f, format);
+    else if (!strcmp(format, NF_CAUSAL_FORMAT))
+        rc = info_causal(path, f, format);
     else if (!strcmp(format, "nf-data") || (!format[0] && nf_h5_exists(f, "/x")))
         rc = info_data(path, f, format);
     else if (format[0])
-        rc = nf_error(NF_EFORMAT, "%s: format '%s' is not one nf knows (expected nf-model, nf-data, nf-logprob or "
-                                  "nf-sequences)", path, format);
+        rc = nf_error(NF_EFORMAT, "%s: format '%s' is not one nf knows (expected nf-model, nf-data, nf-logprob, "
+                                  "nf-sequences or nf-causal)", path, format);
     else
         rc = nf_error(NF_EFORMAT, "%s: not an nf file (no format attribute, and no /x of data or /times and "
                                   "/offsets of sequences)", path);

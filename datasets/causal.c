@@ -288,6 +288,16 @@ int nf_causal_save(const nf_causal_data *d, const char *path)
 {
     nf_h5 *f;
     NF_TRY(nf_h5_create(&f, path, NF_CAUSAL_FORMAT, NF_CAUSAL_FORMAT_VERSION));
+    int rc = nf_causal_write(f, d);
+    if (rc != NF_OK) {
+        nf_h5_abort(f);
+        return rc;
+    }
+    return nf_h5_commit(f);
+}
+
+int nf_causal_write(nf_h5 *f, const nf_causal_data *d)
+{
     int rc = nf_h5_write_double(f, "/x", d->x, d->n, (size_t)d->dx);
     if (rc == NF_OK) rc = nf_h5_write_double(f, "/a", d->a, d->n, 0);
     if (rc == NF_OK) rc = nf_h5_write_double(f, "/y", d->y, d->n, (size_t)d->dy);
@@ -301,11 +311,40 @@ int nf_causal_save(const nf_causal_data *d, const char *path)
         if (opt[k].v) rc = nf_h5_write_double(f, opt[k].name, opt[k].v, d->n, (size_t)opt[k].w);
     if (rc == NF_OK) rc = nf_h5_attr_set_string(f, "/", "family", d->family);
     if (rc == NF_OK) rc = nf_h5_attr_set_double(f, "/", "shift", d->shift);
-    if (rc != NF_OK) {
-        nf_h5_abort(f);
-        return rc;
+    return rc;
+}
+
+/* rows idx[0..m) of a (n, w) array, or NULL for NULL */
+static double *gather_rows(const double *v, size_t w, const size_t *idx, size_t m, int *oom)
+{
+    if (!v) return NULL;
+    double *out = malloc((m ? m : 1) * w * sizeof *out);
+    if (!out) {
+        *oom = 1;
+        return NULL;
     }
-    return nf_h5_commit(f);
+    for (size_t i = 0; i < m; i++) memcpy(out + i * w, v + idx[i] * w, w * sizeof *out);
+    return out;
+}
+
+int nf_causal_subset(nf_causal_data *out, const nf_causal_data *d, const size_t *idx, size_t m)
+{
+    memset(out, 0, sizeof *out);
+    int oom = 0;
+    const size_t dx = (size_t)d->dx, dy = (size_t)d->dy;
+    *out = (nf_causal_data){.n = m, .dx = d->dx, .dy = d->dy, .shift = d->shift};
+    memcpy(out->family, d->family, sizeof out->family);
+    out->x = gather_rows(d->x, dx, idx, m, &oom);
+    out->a = gather_rows(d->a, 1, idx, m, &oom);
+    out->y = gather_rows(d->y, dy, idx, m, &oom);
+    out->y0 = gather_rows(d->y0, dy, idx, m, &oom);
+    out->y1 = gather_rows(d->y1, dy, idx, m, &oom);
+    out->logp0 = gather_rows(d->logp0, 1, idx, m, &oom);
+    out->logp1 = gather_rows(d->logp1, 1, idx, m, &oom);
+    out->propensity = gather_rows(d->propensity, 1, idx, m, &oom);
+    if (!oom) return NF_OK;
+    nf_causal_data_free(out);
+    return nf_error(NF_ENOMEM, "out of memory for %zu units", m);
 }
 
 /* Read `ds` as (n, w) doubles; w_out 0: any width (1-D reads as n x 1). */

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/h5.h"
 #include "datasets/source.h"
 
 #define NF_CAUSAL_FORMAT "nf-causal"
@@ -60,6 +61,10 @@ int nf_causal_validate(const nf_causal_data *d, const char *what);
 int nf_causal_validate_units(const nf_causal_data *d, size_t first, const char *what);
 int nf_causal_check_arms(size_t n, size_t treated, const char *what);
 int nf_causal_save(const nf_causal_data *d, const char *path);
+/* The datasets and attributes of nf_causal_save into an open (created, not yet committed) file. */
+int nf_causal_write(nf_h5 *f, const nf_causal_data *d);
+/* *out = the units idx[0..m) of d, with every array d has (copies; free with nf_causal_data_free). */
+int nf_causal_subset(nf_causal_data *out, const nf_causal_data *d, const size_t *idx, size_t m);
 /* Read a causal file (or any HDF5 file with the three datasets: other formats accepted as in
  * nf-data), with the datasets for covariates, treatment and outcome named (NULL: /x, /a, /y),
  * validated. */

@@ -438,6 +438,34 @@ START_TEST(shares_build_the_model_of_all_units)
 }
 END_TEST
 
+/* nf_causal_subset (nf data split of a causal file): the chosen units with every array, in order. */
+START_TEST(subset_keeps_every_array)
+{
+    nf_causal_data d, sub;
+    ck_assert_int_eq(nf_causal_make(&d, "causal-moons", 40, 0, 5), NF_OK);
+    const size_t idx[] = {39, 0, 17, 18, 2};
+    ck_assert_int_eq(nf_causal_subset(&sub, &d, idx, 5), NF_OK);
+    ck_assert_int_eq(sub.n, 5);
+    ck_assert_int_eq(sub.dx, d.dx);
+    ck_assert_int_eq(sub.dy, d.dy);
+    ck_assert_str_eq(sub.family, d.family);
+    ck_assert_ptr_nonnull(sub.y0);
+    ck_assert_ptr_nonnull(sub.logp1);
+    ck_assert_ptr_nonnull(sub.propensity);
+    for (size_t i = 0; i < 5; i++) {
+        const size_t u = idx[i];
+        ck_assert(memcmp(sub.x + i * d.dx, d.x + u * d.dx, (size_t)d.dx * sizeof *d.x) == 0);
+        ck_assert(memcmp(sub.y + i * d.dy, d.y + u * d.dy, (size_t)d.dy * sizeof *d.y) == 0);
+        ck_assert(memcmp(sub.y0 + i * d.dy, d.y0 + u * d.dy, (size_t)d.dy * sizeof *d.y) == 0);
+        ck_assert(memcmp(sub.y1 + i * d.dy, d.y1 + u * d.dy, (size_t)d.dy * sizeof *d.y) == 0);
+        ck_assert(sub.a[i] == d.a[u] && sub.logp0[i] == d.logp0[u] && sub.logp1[i] == d.logp1[u] &&
+                  sub.propensity[i] == d.propensity[u]);
+    }
+    nf_causal_data_free(&sub);
+    nf_causal_data_free(&d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("causal");
@@ -451,6 +479,7 @@ int main(void)
     tcase_add_loop_test(t, target_loss_gradient, 0, sizeof(nf_real) == sizeof(double) ? 2 : 1);
     tcase_add_test(t, shares_build_the_model_of_all_units);
     tcase_add_test(t, draws_do_not_depend_on_the_batch);
+    tcase_add_test(t, subset_keeps_every_array);
     if (!getenv("NF_CAUSAL_QUICK")) tcase_add_test(t, learns_poly_and_round_trips);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);

@@ -21,6 +21,27 @@ rc=$?
 check "an unknown causal family: usage error naming both" \
     bash -c "[ $rc = 2 ] && grep -q 'causal-poly or causal-moons' '$T/err' && [ ! -e x.h5 ]"
 
+# ---- split and info: by units within each arm, every array kept -----------------------------------
+nfrun data split poly.h5 --val 0.1 --test 0.2 --seed 3 -o ps >"$T/out" 2>"$T/err"
+rc=$?
+check "data split of a causal file: by units within each arm (exit $rc: $(cat "$T/out" "$T/err" | head -c 200))" \
+    bash -c "[ $rc = 0 ] && grep -q '420 train, 60 validation, 120 test units (treated: 210, 30, 60)' '$T/out'"
+nfrun info ps.test.h5 >"$T/out" 2>&1
+check "info of a causal part: its units per arm, the truth it carries, where it came from" \
+    bash -c "grep -q 'units  *120 (60 control, 60 treated)' '$T/out' &&
+             grep -q 'truth  *both potential outcomes, their true log-densities, true propensities' '$T/out' &&
+             grep -q 'split_of  *poly.h5' '$T/out'"
+nfrun causal fit ps.train.h5 --repr 8 --hidden 16 --grid 64 --steps 30 --threads 1 --quiet -o psm.h5 2>"$T/err" &&
+    nfrun causal eval psm.h5 ps.test.h5 --json >"$T/out" 2>>"$T/err"
+rc=$?
+check "the training part fits and the test part evaluates against its truth (exit $rc: $(head -c 200 "$T/err"))" \
+    bash -c "[ $rc = 0 ] && grep -q '\"gap\"' '$T/out'"
+nfrun data make causal-poly --shift 2 -n 12 --seed 3 -o tiny.h5 >/dev/null 2>&1
+nfrun data split tiny.h5 --val 0.5 --test 0.45 -o tp >"$T/out" 2>"$T/err"
+rc=$?
+check "a causal split that leaves an arm nothing to train on: exit 1, one line, no file" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'arm.s 6 units with --val 0.5 and --test 0.45 leave none' '$T/err' && [ ! -e tp.train.h5 ]"
+
 # ---- fit, eval, density, sample, plot -------------------------------------------------------------
 FIT=(--repr 8 --hidden 16 --grid 64 --steps 400 --batch 64 --lr 1e-2 --eval-every 50 --threads 1 --seed 2 --quiet
     --checkpoint-every 20)
