@@ -204,7 +204,12 @@ int app_open_model_kind(const char *path, const char *kind, nf_model **m, nf_mod
 {
     NF_TRY(nf_model_open(path, m, meta));
     if (!strcmp((*m)->type->kind, kind)) return NF_OK;
-    int rc = nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", path, (*m)->type->kind, (*m)->type->command);
+    /* a flow of nf fit (a density, dependent or variational kind) is read by nf eval, sample, plot */
+    const char *by = (*m)->type->command;
+    int rc = strncmp(by, "nf fit", 6)
+                 ? nf_error(NF_EINVAL, "%s holds a '%s' model; use %s with it", path, (*m)->type->kind, by)
+                 : nf_error(NF_EINVAL, "%s holds a '%s' model (of %s); use nf eval, nf sample or nf plot with it", path,
+                            (*m)->type->kind, by);
     nf_model_free(*m);
     *m = NULL;
     return rc;

@@ -145,6 +145,13 @@ expect_err "data split whose output would be its input" \
 check "every input byte-identical after the refusals" test "$before" = "$(hashes)"
 check "no temporary files left behind" test -z "$(stray_tmp)"
 
+# a model given to another kind's command: one line naming the commands that read it
+expect_err "a model of nf fit given to nf image eval: names nf eval" \
+    "done\.h5 holds a 'density' model \(of nf fit\); use nf eval, nf sample or nf plot with it" \
+    -- image eval done.h5 data.h5
+expect_err "a model of nf fit given to nf video eval: names nf eval" \
+    "done\.h5 holds a 'density' model \(of nf fit\); use nf eval" -- video eval done.h5 data.h5
+
 # a new fit over an existing model: refused without --force, so the old model is never lost
 cp done.h5 old.h5
 expect_err "fit over an existing model without --force" \
