@@ -11,6 +11,7 @@
 #include "core/h5.h"
 #include "datasets/names.h"
 #include "datasets/causal.h"
+#include "datasets/dependent_split.h"
 #include "datasets/sequences.h"
 #include "datasets/source.h"
 #include "distributions/target.h"
@@ -29,7 +30,8 @@ static const char *const INFO_HELP =
     "                 summary of the training history\n"
     "  data, samples  rows and columns with their names and statistics, the context (per category:\n"
     "                 rows), the true log-density or the model's (/logp_true, /logp), and where the\n"
-    "                 data came from (generator, source file, seed, split, model...)\n"
+    "                 data came from (generator, source file, seed, split, model...), and for\n"
+    "                 dependent rows their groups or kinship families\n"
     "  log-densities  how many, their mean, the model and data they came from\n"
     "  sequences      sequences, events, marks, windows and mean inter-event time\n"
     "  causal data    units per arm, covariates and outcome widths, the outcome's range per arm, and\n"
@@ -329,6 +331,31 @@ static void header_line(const char *what, const char *path, nf_h5 *f, const char
         printf("%-15s %s (HDF5 without an nf format attribute)\n", what, path);
 }
 
+/* Dependent rows (/group ids, a kinship matrix /K): how the rows are related (nf fit --dependence). */
+static int info_dependence(const char *path, nf_h5 *f, size_t n)
+{
+    nf_dep_split s;
+    int present;
+    NF_TRY(nf_dep_split_read(f, path, n, &s, &present));
+    size_t units = 0, largest = 0;
+    int rc = present ? nf_dep_split_count(&s, path, &units, &largest) : NF_OK;
+    if (rc == NF_OK && present) {
+        char lam[64] = "";
+        double v;
+        if (nf_h5_attr_exists(f, "/", "lambda") && nf_h5_attr_get_double(f, "/", "lambda", &v) == NF_OK)
+            snprintf(lam, sizeof lam, "; generated with lambda %g", v);
+        if (s.group)
+            printf("%-15s /group: %zu groups of related rows, the largest %zu rows (nf fit --dependence equi)\n",
+                   "dependence", units, largest);
+        else
+            printf("%-15s /K (%s): %zu families of related rows, the largest %zu rows%s (nf fit --dependence "
+                   "kinship --kinship %s)\n", "dependence", s.dense ? "dense" : "triplets", units, largest, lam, path);
+    }
+    nf_error_clear();
+    nf_dep_split_free(&s);
+    return rc;
+}
+
 /* A data file or a sample file: /x with its names and statistics, /context, /logp_true, /logp. */
 static int info_data(const char *path, nf_h5 *f, const char *format)
 {
@@ -392,11 +419,12 @@ static int info_data(const char *path, nf_h5 *f, const char *format)
         for (size_t i = 0; i < n; i++) s += logp[i];
         printf("%-15s /logp (the model's log-density of each sample), mean %.5f nats\n", "log-density", s / n);
     }
-    print_provenance(f);
+    rc = info_dependence(path, f, n);
+    if (rc == NF_OK) print_provenance(f);
     nf_source_free(src);
     nf_data_names_free(&nm);
     free(logp);
-    return NF_OK;
+    return rc;
 }
 
 /* A log-density file of nf logprob. */

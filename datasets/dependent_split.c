@@ -89,34 +89,59 @@ static int by_id(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id ? 1 : (x->row > y->row) - (x->row < y->row);
 }
 
-int nf_dep_split_parts(const nf_dep_split *s, const char *in, double val, double test, uint64_t seed,
-                              size_t *rows, size_t count[3], size_t units[3])
+/* unit_of (n) WRITTEN with each row's unit, numbered 0..*nu-1 by their first rows. */
+static int find_units(const nf_dep_split *s, const char *in, size_t *unit_of, size_t *nu)
 {
     const size_t n = s->n;
-    size_t *up = malloc(n * sizeof *up), *unit_of = malloc(n * sizeof *unit_of), *order = NULL, *size = NULL;
-    int *part_of = NULL;
+    size_t *up = malloc(n * sizeof *up);
     id_row *ids = s->group ? malloc(n * sizeof *ids) : NULL;
-    int rc = up && unit_of && (!s->group || ids) ? NF_OK : nf_error(NF_ENOMEM, "%s: out of memory splitting", in);
+    if (!up || (s->group && !ids)) {
+        free(up), free(ids);
+        return nf_error(NF_ENOMEM, "%s: out of memory for the groups of %zu rows", in, n);
+    }
+    for (size_t i = 0; i < n; i++) up[i] = i;
+    if (s->group) { /* rows of one group id: sorted together, then joined */
+        for (size_t i = 0; i < n; i++) ids[i] = (id_row){s->group[i], i};
+        qsort(ids, n, sizeof *ids, by_id);
+        for (size_t i = 1; i < n; i++)
+            if (ids[i].id == ids[i - 1].id) join(up, ids[i - 1].row, ids[i].row);
+    }
+    if (s->dense) {
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < i; j++)
+                if (s->dense[i * n + j] != 0 || s->dense[j * n + i] != 0) join(up, i, j);
+    } else {
+        for (size_t k = 0; k < s->nnz; k++)
+            if (s->value[k] != 0) join(up, (size_t)s->row[k], (size_t)s->col[k]);
+    }
+    *nu = 0;
+    for (size_t i = 0; i < n; i++) unit_of[i] = root(up, i) == i ? (*nu)++ : (size_t)-1;
+    for (size_t i = 0; i < n; i++) unit_of[i] = unit_of[root(up, i)];
+    free(up), free(ids);
+    return NF_OK;
+}
+
+int nf_dep_split_count(const nf_dep_split *s, const char *in, size_t *units, size_t *largest)
+{
+    size_t *unit_of = malloc((s->n ? s->n : 1) * sizeof *unit_of), nu = 0, *size = NULL;
+    int rc = unit_of ? find_units(s, in, unit_of, &nu) : nf_error(NF_ENOMEM, "%s: out of memory", in);
+    if (rc == NF_OK && !(size = calloc(nu ? nu : 1, sizeof *size))) rc = nf_error(NF_ENOMEM, "%s: out of memory", in);
+    *units = nu, *largest = 0;
+    for (size_t i = 0; rc == NF_OK && i < s->n; i++)
+        if (++size[unit_of[i]] > *largest) *largest = size[unit_of[i]];
+    free(unit_of), free(size);
+    return rc;
+}
+
+int nf_dep_split_parts(const nf_dep_split *s, const char *in, double val, double test, uint64_t seed, size_t *rows,
+                       size_t count[3], size_t units[3])
+{
+    const size_t n = s->n;
+    size_t *unit_of = malloc((n ? n : 1) * sizeof *unit_of), *order = NULL, *size = NULL;
+    int *part_of = NULL;
     size_t nu = 0;
+    int rc = unit_of ? find_units(s, in, unit_of, &nu) : nf_error(NF_ENOMEM, "%s: out of memory splitting", in);
     if (rc == NF_OK) {
-        for (size_t i = 0; i < n; i++) up[i] = i;
-        if (s->group) { /* rows of one group id: sorted together, then joined */
-            for (size_t i = 0; i < n; i++) ids[i] = (id_row){s->group[i], i};
-            qsort(ids, n, sizeof *ids, by_id);
-            for (size_t i = 1; i < n; i++)
-                if (ids[i].id == ids[i - 1].id) join(up, ids[i - 1].row, ids[i].row);
-        }
-        if (s->dense) {
-            for (size_t i = 0; i < n; i++)
-                for (size_t j = 0; j < i; j++)
-                    if (s->dense[i * n + j] != 0 || s->dense[j * n + i] != 0) join(up, i, j);
-        } else {
-            for (size_t k = 0; k < s->nnz; k++)
-                if (s->value[k] != 0) join(up, (size_t)s->row[k], (size_t)s->col[k]);
-        }
-        /* units numbered by their first row */
-        for (size_t i = 0; i < n; i++) unit_of[i] = root(up, i) == i ? nu++ : (size_t)-1;
-        for (size_t i = 0; i < n; i++) unit_of[i] = unit_of[root(up, i)];
         order = malloc(nu * sizeof *order);
         size = calloc(nu, sizeof *size);
         part_of = malloc(nu * sizeof *part_of);
@@ -156,7 +181,7 @@ int nf_dep_split_parts(const nf_dep_split *s, const char *in, double val, double
         size_t at[3] = {0, count[0], count[0] + count[1]};
         for (size_t i = 0; i < n; i++) rows[at[part_of[unit_of[i]]]++] = i;
     }
-    free(up), free(unit_of), free(order), free(size), free(part_of), free(ids);
+    free(unit_of), free(order), free(size), free(part_of);
     return rc;
 }
 

@@ -33,8 +33,10 @@ typedef struct nf_dep_split {
 int nf_dep_split_read(nf_h5 *f, const char *in, size_t n, nf_dep_split *s, int *present);
 /* The parts by whole units: rows (n) WRITTEN with the train rows, then the validation rows, then the
  * test rows, each ascending; count[k] rows and units[k] units in part k. */
-int nf_dep_split_parts(const nf_dep_split *s, const char *in, double val, double test, uint64_t seed,
-                              size_t *rows, size_t count[3], size_t units[3]);
+int nf_dep_split_parts(const nf_dep_split *s, const char *in, double val, double test, uint64_t seed, size_t *rows,
+                       size_t count[3], size_t units[3]);
+/* How many units the rows fall into, and the rows of the largest (nf info). */
+int nf_dep_split_count(const nf_dep_split *s, const char *in, size_t *units, size_t *largest);
 /* Write the structure of the part of rows[0..m) into f: /group, /rho, /K restricted. */
 int nf_dep_split_write(nf_h5 *f, const nf_dep_split *s, const size_t *rows, size_t m);
 void nf_dep_split_free(nf_dep_split *s);

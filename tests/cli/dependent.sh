@@ -16,6 +16,8 @@ check "data make dependent-crescent equi (exit $rc: $(head -c 160 "$T/err"))" \
     bash -c "[ $rc = 0 ] && grep -q '1500 dependent rows (equi: [0-9]* blocks)' '$T/err' && [ -s tr.h5 ] && [ -s va.h5 ] && [ -s te.h5 ]"
 nfrun info tr.h5 >"$T/out" 2>&1
 check "the training file carries the true marginal log-density" grep -q 'logp_true' "$T/out"
+check "info counts its groups of related rows" \
+    grep -q 'dependence  */group: [0-9]* groups of related rows, the largest [0-9]* rows' "$T/out"
 # (the pedigree's many small groups of relatives let a 400-row fit find lambda; see the fits below)
 nfrun data make dependent-abs --structure kinship --relatives pedigree -n 400 --n-val 800 --seed 4 -o trk.h5 \
     --val vak.h5 >/dev/null 2>"$T/err"
@@ -64,6 +66,9 @@ nfrun fit kins.train.h5 --dependence kinship --kinship kins.train.h5 --learn-lam
 rc=$?
 check "fit --dependence kinship on the training part, its K restricted to its rows (exit $rc: $(head -c 200 "$T/err"))" \
     test "$rc" = 0
+nfrun info kins.val.h5 >"$T/out" 2>&1
+check "info of the validation part: its families of K" \
+    grep -q 'dependence  */K (triplets): [0-9]* families of related rows' "$T/out"
 nfrun data split trf.h5 --val 0.6 --test 0.39 -o none >"$T/out" 2>"$T/err"
 rc=$?
 check "a split whose validation and test take every family: exit 1, one line" \
