@@ -78,33 +78,29 @@ static void join(size_t *up, size_t a, size_t b)
     if (a != b) up[a > b ? a : b] = a < b ? a : b; /* the smaller row is the root: the same units every run */
 }
 
-typedef struct {
-    int64_t id;
-    size_t row;
-} id_row;
-
-static int by_id(const void *a, const void *b)
-{
-    const id_row *x = a, *y = b;
-    return x->id < y->id ? -1 : x->id > y->id ? 1 : (x->row > y->row) - (x->row < y->row);
-}
-
 /* unit_of (n) WRITTEN with each row's unit, numbered 0..*nu-1 by their first rows. */
 static int find_units(const nf_dep_split *s, const char *in, size_t *unit_of, size_t *nu)
 {
     const size_t n = s->n;
-    size_t *up = malloc(n * sizeof *up);
-    id_row *ids = s->group ? malloc(n * sizeof *ids) : NULL;
-    if (!up || (s->group && !ids)) {
-        free(up), free(ids);
-        return nf_error(NF_ENOMEM, "%s: out of memory for the groups of %zu rows", in, n);
+    size_t *up = malloc((n ? n : 1) * sizeof *up), *first = NULL;
+    nf_dep *eq = NULL;
+    int rc = up ? NF_OK : nf_error(NF_ENOMEM, "%s: out of memory for the groups of %zu rows", in, n);
+    if (rc == NF_OK && s->group) /* the blocks of nf fit --dependence equi: ids numbered 0..B-1 */
+        rc = nf_dep_equi_create(&eq, s->group, n, 0);
+    if (rc == NF_OK && eq && !(first = malloc((size_t)eq->n_blocks * sizeof *first)))
+        rc = nf_error(NF_ENOMEM, "%s: out of memory for the groups of %zu rows", in, n);
+    if (rc != NF_OK) {
+        free(up), nf_dep_free(eq);
+        return rc;
     }
     for (size_t i = 0; i < n; i++) up[i] = i;
-    if (s->group) { /* rows of one group id: sorted together, then joined */
-        for (size_t i = 0; i < n; i++) ids[i] = (id_row){s->group[i], i};
-        qsort(ids, n, sizeof *ids, by_id);
-        for (size_t i = 1; i < n; i++)
-            if (ids[i].id == ids[i - 1].id) join(up, ids[i - 1].row, ids[i].row);
+    if (eq) { /* each row joined to its block's first row */
+        for (int b = 0; b < eq->n_blocks; b++) first[b] = (size_t)-1;
+        for (size_t i = 0; i < n; i++) {
+            const int b = eq->block[i];
+            if (first[b] == (size_t)-1) first[b] = i;
+            else join(up, first[b], i);
+        }
     }
     if (s->dense) {
         for (size_t i = 0; i < n; i++)
@@ -117,7 +113,8 @@ static int find_units(const nf_dep_split *s, const char *in, size_t *unit_of, si
     *nu = 0;
     for (size_t i = 0; i < n; i++) unit_of[i] = root(up, i) == i ? (*nu)++ : (size_t)-1;
     for (size_t i = 0; i < n; i++) unit_of[i] = unit_of[root(up, i)];
-    free(up), free(ids);
+    free(up), free(first);
+    nf_dep_free(eq);
     return NF_OK;
 }
 
