@@ -54,22 +54,26 @@ static void print_names(const char *label, char *const *names, size_t n)
 
 /* bits: the kind's metric is -bits/dim (images): shown as bits/dim. */
 /* The history's values as the metric says: "bpd" and "mse" are minus the stored metric, "ll" as is. */
-static void print_history(nf_h5 *f, const char *unit)
+/* The history under group g ("/training/checkpoint/history", or a finished stage's); `stage` names
+ * the stage of a model trained in stages (NULL: none). */
+static void print_history(nf_h5 *f, const char *g, const char *stage, const char *unit)
 {
     const int bits = strcmp(unit, "ll") != 0;
     double *ll = NULL, *val = NULL, *ep = NULL, *sec = NULL;
     int64_t *step = NULL;
     size_t n = 0, c;
-    if (nf_h5_read_int64(f, "/training/checkpoint/history/step", &step, &n, &c) != NF_OK ||
-        nf_h5_read_double(f, "/training/checkpoint/history/train_log_likelihood", &ll, &n, &c) != NF_OK ||
-        nf_h5_read_double(f, "/training/checkpoint/history/val_log_likelihood", &val, &n, &c) != NF_OK ||
-        nf_h5_read_double(f, "/training/checkpoint/history/epoch", &ep, &n, &c) != NF_OK ||
-        nf_h5_read_double(f, "/training/checkpoint/history/seconds", &sec, &n, &c) != NF_OK) {
-        printf("history         none\n");
+    char p[5][160], head[96];
+    const char *const field[5] = {"step", "train_log_likelihood", "val_log_likelihood", "epoch", "seconds"};
+    for (int k = 0; k < 5; k++) snprintf(p[k], sizeof p[k], "%s/%s", g, field[k]);
+    snprintf(head, sizeof head, stage ? "history (stage %s)" : "history", stage);
+    if (nf_h5_read_int64(f, p[0], &step, &n, &c) != NF_OK || nf_h5_read_double(f, p[1], &ll, &n, &c) != NF_OK ||
+        nf_h5_read_double(f, p[2], &val, &n, &c) != NF_OK || nf_h5_read_double(f, p[3], &ep, &n, &c) != NF_OK ||
+        nf_h5_read_double(f, p[4], &sec, &n, &c) != NF_OK) {
+        printf("%-15s none\n", head);
     } else if (n == 0) {
-        printf("history         no evaluations yet\n");
+        printf("%-15s no evaluations yet\n", head);
     } else {
-        printf("history         %zu evaluations; last: step %lld, epoch %.2f, %.1f s\n", n, (long long)step[n - 1],
+        printf("%-15s %zu evaluations; last: step %lld, epoch %.2f, %.1f s\n", head, n, (long long)step[n - 1],
                ep[n - 1], sec[n - 1]);
         char tr[16], va[16];
         snprintf(tr, sizeof tr, "train %s", unit);
@@ -275,7 +279,21 @@ static int info_model(const char *path)
         if (bstep >= 0 && isfinite(bval))
             printf("best validation %.5f %s (step %.0f)\n", bits || mse ? -bval : bval,
                    bits ? "bits/dim" : mse ? "mse" : "nats", bstep);
-        print_history(f, bits ? "bpd" : mse ? "mse" : "ll");
+        /* a model trained in stages: each finished stage's history, then the current one's */
+        const char *unit = bits ? "bpd" : mse ? "mse" : "ll";
+        char g[96], name[64] = "";
+        for (int k = 0; k < 16; k++) {
+            snprintf(g, sizeof g, "/training/checkpoint/stages/%d", k);
+            if (!nf_h5_exists(f, g)) break;
+            if (nf_h5_attr_get_string(f, g, "name", name, sizeof name) != NF_OK) snprintf(name, sizeof name, "%d", k);
+            const char *m = model->type->stage_metrics && k < model->type->n_stages ? model->type->stage_metrics[k]
+                                                                                      : model->type->metric;
+            print_history(f, g, name, !strcmp(m, "neg_bits_per_dim") ? "bpd" : !strcmp(m, "neg_mse") ? "mse" : "ll");
+        }
+        name[0] = 0;
+        if (nf_h5_attr_exists(f, "/training/checkpoint", "stage_name"))
+            nf_h5_attr_get_string(f, "/training/checkpoint", "stage_name", name, sizeof name);
+        print_history(f, "/training/checkpoint/history", name[0] ? name : NULL, unit);
     }
     nf_error_clear();
     nf_h5_close(f);

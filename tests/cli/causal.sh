@@ -50,6 +50,11 @@ rc=$?
 check "causal fit exits 0 (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
 cp m.h5 rr.h5
 refuses_replace rr.h5 causal fit poly.h5 "${FIT[@]}" --steps 3
+nfrun info m.h5 >"$T/out" 2>&1
+check "info shows the history of both stages, nuisance then target" \
+    bash -c "grep -n 'history (stage nuisance) [0-9]* evaluations' '$T/out' | cut -d: -f1 >'$T/a' &&
+             grep -n 'history (stage target) [0-9]* evaluations' '$T/out' | cut -d: -f1 >'$T/b' &&
+             [ \"\$(cat '$T/a')\" -lt \"\$(cat '$T/b')\" ]"
 j=$(nfrun causal eval m.h5 test.h5 --json 2>&1)
 g0=$(sed -n 's/.*"arm": 0.*"gap": {"target": \([-0-9.e]*\).*"arm": 1.*/\1/p' <<<"$j")
 g1=$(sed -n 's/.*"arm": 1.*"gap": {"target": \([-0-9.e]*\).*/\1/p' <<<"$j")
