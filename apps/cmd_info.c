@@ -350,14 +350,16 @@ static void header_line(const char *what, const char *path, nf_h5 *f, const char
 }
 
 /* Dependent rows (/group ids, a kinship matrix /K): how the rows are related (nf fit --dependence). */
-static int info_dependence(const char *path, nf_h5 *f, size_t n)
+static void info_dependence(const char *path, nf_h5 *f, size_t n)
 {
     nf_dep_split s;
-    int present;
-    NF_TRY(nf_dep_split_read(f, path, n, &s, &present));
+    int present = 0;
     size_t units = 0, largest = 0;
-    int rc = present ? nf_dep_split_count(&s, path, &units, &largest) : NF_OK;
-    if (rc == NF_OK && present) {
+    int rc = nf_dep_split_read(f, path, n, &s, &present);
+    if (rc == NF_OK && present) rc = nf_dep_split_count(&s, path, &units, &largest);
+    if (rc != NF_OK) /* the rest of the file is still described; nf fit --dependence says the same */
+        printf("%-15s unreadable: %s\n", "dependence", nf_strerror_last());
+    else if (present) {
         char lam[64] = "";
         double v;
         if (nf_h5_attr_exists(f, "/", "lambda") && nf_h5_attr_get_double(f, "/", "lambda", &v) == NF_OK)
@@ -371,7 +373,6 @@ static int info_dependence(const char *path, nf_h5 *f, size_t n)
     }
     nf_error_clear();
     nf_dep_split_free(&s);
-    return rc;
 }
 
 /* A data file or a sample file: /x with its names and statistics, /context, /logp_true, /logp. */
@@ -437,12 +438,12 @@ static int info_data(const char *path, nf_h5 *f, const char *format)
         for (size_t i = 0; i < n; i++) s += logp[i];
         printf("%-15s /logp (the model's log-density of each sample), mean %.5f nats\n", "log-density", s / n);
     }
-    rc = info_dependence(path, f, n);
-    if (rc == NF_OK) print_provenance(f);
+    info_dependence(path, f, n);
+    print_provenance(f);
     nf_source_free(src);
     nf_data_names_free(&nm);
     free(logp);
-    return rc;
+    return NF_OK;
 }
 
 /* A log-density file of nf logprob. */
