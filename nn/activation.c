@@ -32,6 +32,12 @@
 #define EXPM1 expm1
 #define TANH tanh
 #define PHI(v) (0.5 * erfc(-(v) * INV_SQRT2))
+static inline double phi_density(double v, double *density)
+{
+    *density = INV_SQRT2PI * exp(-0.5 * v * v);
+    return PHI(v);
+}
+#define PHI_DENSITY phi_density
 #else
 /* The float build uses branch-free versions the compiler vectorises inside `omp simd` loops
  * (glibc's scalar expf/tanhf/erff cost 10-30 ns each, more than the matrix products of small
@@ -40,6 +46,7 @@
 #define EXPM1 fast_expm1
 #define TANH fast_tanh
 #define PHI fast_phi
+#define PHI_DENSITY fast_phi_density
 
 /* exp(x) = 2^k exp(r), x = k ln2 + r, |r| <= ln2/2 (Cody-Waite), Cephes' degree-6 polynomial;
  * x clamped to [-87.3, 88] so 2^k stays a normal float. */
@@ -97,22 +104,46 @@ static inline float fast_tanh(float x)
     return ax < 0.625f ? small : big;
 }
 
-/* Phi(x) from erfc(z), z = |x|/sqrt2, by the Chebyshev fit of Numerical Recipes (relative error
- * below 1.2e-7 for every z): Phi = erfc/2 for x < 0, 1 - erfc/2 otherwise. */
+/* Phi(x) and the density phi(x) = e^{-x^2/2} / sqrt(2 pi) with one exponential between them.  With
+ * z = |x|/sqrt2 and t = 1 / (1 + z/2), erfc(z) = t S(t) e^{-z^2}, where S(t) = erfcx(z) / t is smooth
+ * on t in (0, 1] (erfcx(z) ~ 1 / (sqrt(pi) z) as z grows, so S(0) = 1 / (2 sqrt(pi))); S is a
+ * degree-8 polynomial fitted to relative error 5e-8 on z in [0, 11] (float Horner: 2e-7), beyond
+ * which e^{-z^2} is below float's range anyway.  Phi = erfc/2 for x < 0, 1 - erfc/2 otherwise, and
+ * e^{-z^2} = e^{-x^2/2} is the density's exponential too, so GELU and its derivative take one exp
+ * (Numerical Recipes' erfcc, used before, is t e^{-z^2 + P(t)}: a second exp for the density). */
+/* S(t), fitted by scripts/fit_gelu_erfc.py (relative least squares, reweighted toward minimax). */
+#define S_COEF0 2.820850313e-01f
+#define S_COEF1 2.823998034e-01f
+#define S_COEF2 2.429254800e-01f
+#define S_COEF3 2.033921927e-01f
+#define S_COEF4 -2.829186618e-02f
+#define S_COEF5 2.804841697e-01f
+#define S_COEF6 -4.893108010e-01f
+#define S_COEF7 2.855934799e-01f
+#define S_COEF8 -5.927751958e-02f
+static inline float fast_phi_density(float x, float *density)
+{
+    const float z = (x < 0 ? -x : x) * 0.70710678118654752f;
+    const float t = 1 / (1 + 0.5f * z);
+    float s = S_COEF8;
+    s = s * t + S_COEF7;
+    s = s * t + S_COEF6;
+    s = s * t + S_COEF5;
+    s = s * t + S_COEF4;
+    s = s * t + S_COEF3;
+    s = s * t + S_COEF2;
+    s = s * t + S_COEF1;
+    s = s * t + S_COEF0;
+    const float e = fast_exp(-z * z);
+    *density = INV_SQRT2PI * e;
+    const float half_erfc = 0.5f * t * s * e;
+    return x < 0 ? half_erfc : 1 - half_erfc;
+}
+
 static inline float fast_phi(float x)
 {
-    float z = (x < 0 ? -x : x) * 0.70710678118654752f;
-    float t = 1 / (1 + 0.5f * z);
-    float q = t * (-0.82215223f + t * 0.17087277f);
-    q = t * (1.48851587f + q);
-    q = t * (-1.13520398f + q);
-    q = t * (0.27886807f + q);
-    q = t * (-0.18628806f + q);
-    q = t * (0.09678418f + q);
-    q = t * (0.37409196f + q);
-    q = t * (1.00002368f + q);
-    float half_erfc = 0.5f * t * fast_exp(-z * z - 1.26551223f + q);
-    return x < 0 ? half_erfc : 1 - half_erfc;
+    float unused;
+    return fast_phi_density(x, &unused);
 }
 #endif
 
@@ -157,6 +188,14 @@ static inline nf_real silu_grad(nf_real v)
 {
     nf_real sg = sigm(v);
     return sg * (1 + v * (1 - sg));
+}
+
+/* GELU'(v) = Phi(v) + v phi(v). */
+static inline nf_real gelu_grad(nf_real v)
+{
+    nf_real density;
+    const nf_real p = PHI_DENSITY(v, &density);
+    return p + v * density;
 }
 
 /* y[i] = EXPR(v) with v = x[i]. */
@@ -211,14 +250,17 @@ void nf_act_forward(nf_activation a, nf_real *y, const nf_real *x, size_t n)
 /* GELU forward that keeps its derivative: y = x Phi(x), then x is overwritten with
  * GELU'(x) = Phi(x) + x phi(x), each computed as the two passes compute them (the same bits), so a
  * backward is dx = dy * x (nf_act_grad_apply): Phi once for both directions instead of twice, and no
- * exp left in the backward (the GELU passes were an eighth of a TarFlow step). */
+ * exp left in the backward (the GELU passes were an eighth of a TarFlow step); Phi and phi share one
+ * exp (PHI_DENSITY). */
 NF_SIMD_CLONES static void gelu_forward_grad_simd(nf_real *y, nf_real *x, size_t n)
 {
 #define GELU_BOTH                                                                                       \
     for (size_t i = 0; i < n; i++) {                                                                    \
-        const nf_real v = x[i], p = PHI(v);                                                             \
+        const nf_real v = x[i];                                                                         \
+        nf_real density;                                                                                \
+        const nf_real p = PHI_DENSITY(v, &density);                                                     \
         y[i] = v * p;                                                                                   \
-        x[i] = p + v * INV_SQRT2PI * EXP((nf_real)-0.5 * v * v);                                        \
+        x[i] = p + v * density;                                                                         \
     }
     if (nf_nn_par(n)) {
         _Pragma("omp parallel for simd schedule(static)") GELU_BOTH
@@ -278,7 +320,7 @@ NF_SIMD_CLONES static void nf_act_backward_ex_simd(nf_activation a, double slope
     case NF_ACT_TANH: BMAP(g * (1 - u * u)); break;
     case NF_ACT_SIGMOID: BMAP(g * u * (1 - u)); break;
     case NF_ACT_GELU:
-        BMAP(g * (PHI(v) + v * INV_SQRT2PI * EXP((nf_real)-0.5 * v * v)));
+        BMAP(g * gelu_grad(v));
         break;
     case NF_ACT_SILU: BMAP(g * silu_grad(v)); break;
     case NF_ACT_IDENTITY:
