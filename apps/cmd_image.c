@@ -133,8 +133,9 @@ static const char *const CLASSIFY_HELP =
     "usage: nf image classify MODEL.h5 IMAGES.h5 [--json] [--batch N]\n"
     "\n"
     "The likelihood classifier of a class-conditional model: each image's class is the one with the\n"
-    "highest log p(x | c) + log p(c), p(c) the class frequencies of the training data stored with the\n"
-    "model (uniform when unknown).  Prints the accuracy against the data's classes.\n"
+    "highest log p(x | c) + log p(c), p(c) the class frequencies of the training images, which nf image\n"
+    "fit stores with the model (add-one smoothed; uniform for a model file written before nf kept them).\n"
+    "Prints the accuracy against the data's classes.\n"
     "\n"
     "example:\n"
     "  nf image classify tarflow.h5 shapes.test.h5\n";
@@ -339,22 +340,26 @@ static int load_images(const char *path, nf_model *m, nf_source **s, int **class
     return NF_OK;
 }
 
-/* Accuracy of the likelihood classifier over a source. */
-static int classify_all(nf_model *m, const nf_source *s, const int *classes, int batch, size_t *correct)
+/* Accuracy of the likelihood classifier over a source, with the model's class prior (*counted: 1
+ * when it has the training images' class counts, 0 when uniform). */
+static int classify_all(nf_model *m, const nf_source *s, const int *classes, int batch, size_t *correct,
+                        int *counted)
 {
     const nf_image_config *c = nf_model_image_config(m);
     const size_t D = (size_t)c->h * c->w * c->c;
     nf_rows r = nf_source_rows(s);
     int *pred = malloc((size_t)batch * sizeof *pred);
+    double *prior = malloc((size_t)c->classes * sizeof *prior);
     nf_rng *rng = nf_rng_alloc(c->seed, 7);
-    int rc = pred && rng ? NF_OK : nf_error(NF_ENOMEM, "out of memory");
+    int rc = pred && prior && rng ? NF_OK : nf_error(NF_ENOMEM, "out of memory");
+    if (rc == NF_OK) *counted = nf_model_image_class_prior(m, prior);
     *correct = 0;
     for (size_t at = 0; rc == NF_OK && at < s->n; at += (size_t)batch) {
         int n = (int)(s->n - at < (size_t)batch ? s->n - at : (size_t)batch);
-        rc = nf_model_image_classify(m, pred, NULL, r.x + at * D, NULL, n, rng);
+        rc = nf_model_image_classify(m, pred, NULL, r.x + at * D, prior, n, rng);
         for (int i = 0; rc == NF_OK && i < n; i++) *correct += pred[i] == classes[at + i];
     }
-    free(pred);
+    free(pred), free(prior);
     nf_rng_free(rng);
     return rc;
 }
@@ -378,25 +383,29 @@ static int cmd_eval_or_classify(int argc, char **argv, int classify)
     int *classes = NULL;
     double mean = NAN, se = NAN;
     size_t correct = 0;
+    int counted = 0;
     int rc = app_open_model_kind(pos[0], "image", &m, NULL);
     if (rc == NF_OK) rc = load_images(pos[1], m, &s, &classes);
     const nf_image_config *c = rc == NF_OK ? nf_model_image_config(m) : NULL;
     if (rc == NF_OK && classify && c->classes < 2)
         rc = nf_error(NF_EINVAL, "%s is not class-conditional (train it with nf image fit --conditional)", pos[0]);
     if (rc == NF_OK && !classify) rc = nf_model_evaluate(m, s, 0, batch, NULL, &mean, &se, NULL);
-    if (rc == NF_OK && c->classes >= 2) rc = classify_all(m, s, classes, batch, &correct);
+    if (rc == NF_OK && c->classes >= 2) rc = classify_all(m, s, classes, batch, &correct, &counted);
     if (rc == NF_OK) {
         double acc = c->classes >= 2 ? (double)correct / (double)s->n : NAN;
         if (json) {
             printf("{\"images\": %zu", s->n);
             if (!classify) printf(", \"bits_per_dim\": %.9g, \"bits_per_dim_stderr\": %.9g", -mean, se);
-            if (c->classes >= 2) printf(", \"accuracy\": %.9g, \"correct\": %zu", acc, correct);
+            if (c->classes >= 2)
+                printf(", \"accuracy\": %.9g, \"correct\": %zu, \"prior\": \"%s\"", acc, correct,
+                       counted ? "training class frequencies" : "uniform");
             printf("}\n");
         } else {
             printf("data          %s (%zu images of %dx%dx%d, %d levels)\n", pos[1], s->n, c->h, c->w, c->c, c->levels);
             if (!classify) printf("bits/dim      %.5f +- %.5f\n", -mean, se);
             if (c->classes >= 2)
-                printf("accuracy      %.4f (%zu of %zu: the likelihood classifier, argmax_c log p(x | c))\n", acc, correct, s->n);
+                printf("accuracy      %.4f (%zu of %zu: the likelihood classifier, argmax_c log p(x | c) + log p(c), p(c) %s)\n",
+                       acc, correct, s->n, counted ? "the training class frequencies" : "uniform (a model file without class counts)");
         }
     }
     free(classes);

@@ -271,6 +271,64 @@ START_TEST(likelihood_classifier_separates_trained_classes)
 }
 END_TEST
 
+/* The classifier's prior: the training images of each class, counted when the model is first given
+ * its data, add-one smoothed, kept in the model file; uniform before any data; and it enters the
+ * decision (a prior that all but rules out two classes leaves the third). */
+START_TEST(class_prior_counts_training_images_and_round_trips)
+{
+    enum { N = 15, D = 4, K = 3 };
+    nf_real x[N * D], ctx[N * K] = {0};
+    for (int i = 0; i < N; i++) {
+        ctx[i * K + (i < 10 ? 0 : 1)] = 1; /* 10 of class 0, 5 of class 1, none of class 2 */
+        for (int j = 0; j < D; j++) x[i * D + j] = (nf_real)((i + j) % 16);
+    }
+    nf_image_config c;
+    nf_image_config_init(&c);
+    c.h = c.w = 2, c.c = 1, c.levels = 16, c.classes = K, c.arch = NF_IMAGE_SPEC;
+    snprintf(c.spec, sizeof c.spec, "affine-coupling(hidden=8), affine-coupling(hidden=8,flip=1)");
+    nf_model *m;
+    ck_assert_msg(nf_model_image_create(&m, &c) == NF_OK, "%s", nf_strerror_last());
+    double prior[K];
+    ck_assert_int_eq(nf_model_image_class_prior(m, prior), 0);
+    for (int k = 0; k < K; k++) ck_assert(fabs(prior[k] - 1.0 / K) < 1e-15);
+    nf_source *s;
+    ck_assert_int_eq(nf_source_rows_wrap(&s, x, ctx, N, D, K), NF_OK);
+    ck_assert_msg(m->type->init_data(m, s) == NF_OK, "%s", nf_strerror_last());
+    const double want[K] = {11.0 / 18, 6.0 / 18, 1.0 / 18};
+    ck_assert_int_eq(nf_model_image_class_prior(m, prior), 1);
+    for (int k = 0; k < K; k++) ck_assert_msg(fabs(prior[k] - want[k]) < 1e-15, "prior[%d] %g, expected %g", k, prior[k], want[k]);
+
+    char path[] = "/tmp/nf_image_prior_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    nf_model_meta meta = {0};
+    ck_assert_msg(nf_model_save(path, m, &meta, NULL) == NF_OK, "%s", nf_strerror_last());
+    nf_model *m2;
+    ck_assert_msg(nf_model_open(path, &m2, NULL) == NF_OK, "%s", nf_strerror_last());
+    unlink(path);
+    double prior2[K];
+    ck_assert_int_eq(nf_model_image_class_prior(m2, prior2), 1);
+    for (int k = 0; k < K; k++) ck_assert(prior2[k] == prior[k]);
+
+    const double extreme[K] = {1e-250, 1e-250, 1};
+    int pred[N];
+    nf_rng *r = nf_rng_alloc(3, 0);
+    ck_assert_int_eq(nf_model_image_classify(m2, pred, NULL, x, extreme, N, r), NF_OK);
+    for (int i = 0; i < N; i++) ck_assert_int_eq(pred[i], 2);
+    nf_rng_free(r);
+    nf_model_free(m2);
+    nf_model_free(m);
+    nf_source_free(s);
+
+    c.classes = 0; /* unconditional: no prior */
+    ck_assert_int_eq(nf_model_image_create(&m, &c), NF_OK);
+    prior[0] = -1;
+    ck_assert_int_eq(nf_model_image_class_prior(m, prior), 0);
+    ck_assert(prior[0] == -1);
+    nf_model_free(m);
+}
+END_TEST
+
 /* Four 4x4 classes, each a bright bar (top row, bottom row, left column, right column) on a dim
  * noisy background, with their one-hot contexts. */
 static void bars(nf_real *x, nf_real *ctx, int n, int levels, nf_rng *r)
@@ -506,6 +564,7 @@ int main(void)
     tcase_add_test(tc, loss_gradient_matches_finite_differences);
     tcase_add_test(tc, architectures_build_invert_and_round_trip);
     tcase_add_test(tc, likelihood_classifier_separates_trained_classes);
+    tcase_add_test(tc, class_prior_counts_training_images_and_round_trips);
     tcase_add_test(tc, aligned_loss_gradients_match_finite_differences);
     tcase_add_test(tc, aligned_stages_train_freeze_and_round_trip);
     suite_add_tcase(s, tc);

@@ -35,6 +35,7 @@ typedef struct {
     nf_image_dequant dq; /* the dequantiser q(u | x) (cfg.dequant variational) */
     size_t enc_count;    /* stage "encoder" trains P[0, enc_count) */
     size_t s_draws;      /* offset in S of the count of training losses: the key of their noise */
+    int64_t *class_counts; /* (classes) training images per class, the classifier's prior; NULL: unknown */
 } image_state;
 
 static void free_buffers(image_state *st)
@@ -323,6 +324,35 @@ static int image_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *value
 
 /* ActNorm's data-dependent start from the first (up to) 512 training images, dequantised as in
  * evaluation, so every process of a parallel run starts from the same state. */
+/* The training images of each class (the argmax of each one-hot context), in chunks of rows: the
+ * likelihood classifier's prior p(c). */
+static int count_classes(image_state *st, const nf_source *train)
+{
+    const int K = st->cfg.classes;
+    enum { CHUNK = 4096 };
+    free(st->class_counts);
+    st->class_counts = calloc((size_t)K, sizeof *st->class_counts);
+    size_t *idx = malloc(CHUNK * sizeof *idx);
+    int rc = st->class_counts && idx ? NF_OK : nf_error(NF_ENOMEM, "out of memory counting %d classes", K);
+    for (size_t at = 0; rc == NF_OK && at < train->n; at += CHUNK) {
+        const size_t n = train->n - at < CHUNK ? train->n - at : CHUNK;
+        nf_batch b = {0};
+        for (size_t i = 0; i < n; i++) idx[i] = at + i;
+        rc = nf_source_fetch(train, idx, (int)n, &b);
+        for (size_t i = 0; rc == NF_OK && i < n; i++) {
+            const nf_real *c = b.ctx + i * (size_t)K;
+            int k = 0;
+            for (int j = 1; j < K; j++)
+                if (c[j] > c[k]) k = j;
+            st->class_counts[k]++;
+        }
+        nf_batch_free(&b);
+    }
+    free(idx);
+    if (rc != NF_OK) free(st->class_counts), st->class_counts = NULL;
+    return rc;
+}
+
 static int image_init_data(nf_model *m, const nf_source *train)
 {
     image_state *st = m->state;
@@ -344,6 +374,7 @@ static int image_init_data(nf_model *m, const nf_source *train)
     if (rc == NF_OK) rc = nf_flow_init_data(m->flow, y, K ? b.ctx : NULL, n);
     nf_batch_free(&b);
     free(idx), free(y);
+    if (rc == NF_OK && K >= 2) rc = count_classes(st, train);
     return rc;
 }
 
@@ -371,6 +402,7 @@ static int image_save(const nf_model *m, nf_h5 *f, const char *group)
     NF_TRY(nf_h5_attr_set_double(f, path, "noise", c.noise));
     NF_TRY(nf_h5_attr_set_double(f, path, "label_drop", c.label_drop));
     NF_TRY(nf_h5_attr_set_int64(f, path, "seed", (int64_t)c.seed));
+    if (st->class_counts) NF_TRY(nf_h5_attr_set_int64s(f, path, "class_counts", st->class_counts, (size_t)c.classes));
     if (c.align) { /* only then: files of unaligned models stay as they were */
         char layers[256];
         nf_image_align_layers_format(c.align_layers, layers, sizeof layers);
@@ -395,6 +427,7 @@ static void image_destroy(nf_model *m)
         free_buffers(st);
         nf_image_align_free(&st->al);
         nf_image_dequant_free(&st->dq);
+        free(st->class_counts);
     }
     free(st);
     nf_flow_free(m->flow);
@@ -470,6 +503,23 @@ static int build(nf_model *m, const nf_image_config *c, nf_h5 *f, const char *gr
     return rc;
 }
 
+/* The class counts of a conditional model's file, when it has them (files before them do not). */
+static int load_class_counts(image_state *st, nf_h5 *f, const char *group)
+{
+    const int K = st->cfg.classes;
+    char path[256];
+    snprintf(path, sizeof path, "%s/image", group);
+    if (!nf_h5_attr_exists(f, path, "class_counts")) return NF_OK;
+    st->class_counts = calloc((size_t)K, sizeof *st->class_counts);
+    if (!st->class_counts) return nf_error(NF_ENOMEM, "out of memory reading %d class counts", K);
+    NF_TRY(nf_h5_attr_get_int64s(f, path, "class_counts", st->class_counts, (size_t)K));
+    for (int k = 0; k < K; k++)
+        if (st->class_counts[k] < 0)
+            return nf_error(NF_EFORMAT, "%s:%s: class_counts[%d] is %lld; expected a count", nf_h5_path(f), path, k,
+                            (long long)st->class_counts[k]);
+    return NF_OK;
+}
+
 static int image_load(nf_model *m, nf_h5 *f, const char *group, int version)
 {
     (void)version;
@@ -527,6 +577,7 @@ static int image_load(nf_model *m, nf_h5 *f, const char *group, int version)
     free(spec);
     if (rc == NF_OK) rc = nf_image_config_check(&c);
     if (rc == NF_OK) rc = build(m, &c, f, path);
+    if (rc == NF_OK && c.classes >= 2) rc = load_class_counts(m->state, f, group);
     if (rc != NF_OK) {
         image_destroy(m);
         return nf_error_context(rc, "%s", nf_h5_path(f));
@@ -639,6 +690,18 @@ int nf_model_image_sample(nf_model *m, nf_real *x, const int *classes, int n, do
         x[k] = (nf_real)(v < 0 ? 0 : v > L - 1 ? L - 1 : v);
     }
     return NF_OK;
+}
+
+int nf_model_image_class_prior(const nf_model *m, double *prior)
+{
+    const nf_image_config *c = nf_model_image_config(m);
+    if (!c || c->classes < 2) return 0;
+    const image_state *st = m->state;
+    double total = 0;
+    for (int k = 0; st->class_counts && k < c->classes; k++) total += (double)st->class_counts[k];
+    for (int k = 0; k < c->classes; k++)
+        prior[k] = total > 0 ? ((double)st->class_counts[k] + 1) / (total + c->classes) : 1.0 / c->classes;
+    return total > 0;
 }
 
 int nf_model_image_classify(nf_model *m, int *pred, double *logp, const nf_real *x, const double *prior, int n,

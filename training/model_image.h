@@ -143,5 +143,10 @@ int nf_model_image_sample(nf_model *m, nf_real *x, const int *classes, int n, do
  * the class-conditional log-densities log p(y | c) - log q(u | x) when not NULL (uniform: log q = 0). */
 int nf_model_image_classify(nf_model *m, int *pred, double *logp, const nf_real *x, const double *prior, int n,
                             nf_rng *rng);
+/* The classifier's prior of a class-conditional model: prior (classes) = (n_c + 1) / (n + classes),
+ * n_c the training images of class c counted when the model was created (add-one, so that no class is
+ * ruled out); uniform for files written before the counts were kept.  Returns 1 when the counts are
+ * known, 0 otherwise (also for a model that is not class-conditional, prior untouched). */
+int nf_model_image_class_prior(const nf_model *m, double *prior);
 
 #endif

@@ -56,6 +56,11 @@ check "eval reports bits/dim and the likelihood classifier's accuracy, twice cha
     awk -v a="$a" -v b="$(bpd <<<"$j")" 'BEGIN { exit !(a != "" && a > 0.2 && b > 0.5 && b < 4.5) }'
 a2=$(nfrun image classify t.h5 digits.test.h5 --json 2>&1 | acc)
 check "classify gives eval's accuracy ($a2)" test "$a2" = "$a"
+printf '%s\n' "$j" >"$T/eval.json"
+check "the classifier's prior is the training images' class frequencies, stored with the model" \
+    grep -q '"prior": "training class frequencies"' "$T/eval.json"
+nfrun image classify t.h5 digits.test.h5 >"$T/cls" 2>&1
+check "classify names the prior it used" grep -q 'p(c) the training class frequencies' "$T/cls"
 for m in sequential jacobi; do
     nfrun image sample t.h5 -n 8 --class 3 --seed 7 --method $m -o t_$m.png --h5 t_$m.h5 --json >"$T/$m.json" 2>&1
 done
