@@ -12,7 +12,9 @@
 #include "datasets/names.h"
 #include "datasets/causal.h"
 #include "datasets/dependent_split.h"
+#include "datasets/images.h"
 #include "datasets/sequences.h"
+#include "datasets/videos.h"
 #include "datasets/source.h"
 #include "distributions/target.h"
 #include "training/model_causal.h"
@@ -376,6 +378,28 @@ static void info_dependence(const char *path, nf_h5 *f, size_t n)
 }
 
 /* A data file or a sample file: /x with its names and statistics, /context, /logp_true, /logp. */
+/* Images and videos (/x with image_shape or video_shape): their shape and levels, and one line of
+ * statistics over all pixels in place of a table of thousands of pixel columns.  Returns 0 for
+ * other data (or attributes that do not fit /x: the columns are shown as for any table). */
+static int pixel_summary(nf_h5 *f, const nf_real *x, size_t n, size_t d)
+{
+    nf_video_info vid;
+    nf_image_info img;
+    if (nf_h5_attr_exists(f, "/x", "video_shape") && nf_video_info_read_h5(f, n, d, &vid) == NF_OK)
+        printf("%-15s %d frames of %dx%dx%d, %d levels\n", "videos", vid.frames, vid.h, vid.w, vid.c, vid.levels);
+    else if (nf_h5_attr_exists(f, "/x", "image_shape") && nf_image_info_read(f, n, d, &img) == NF_OK)
+        printf("%-15s %dx%dx%d, %d levels\n", "images", img.h, img.w, img.c, img.levels);
+    else {
+        nf_error_clear();
+        return 0;
+    }
+    double st[4];
+    column_stats(x, n * d, 1, 0, st);
+    printf("%-15s mean %.5g, std %.5g, min %.5g, max %.5g (all %zu values)\n", "pixels", st[0], st[1], st[2], st[3],
+           n * d);
+    return 1;
+}
+
 static int info_data(const char *path, nf_h5 *f, const char *format)
 {
     nf_source *src = NULL;
@@ -400,15 +424,17 @@ static int info_data(const char *path, nf_h5 *f, const char *format)
     header_line(logp ? "samples" : "data", path, f, format);
     printf("%-15s %zu\n", "rows", n);
     printf("%-15s %zu\n", "columns", d);
-    printf("   %-20s %12s %12s %12s %12s\n", "name", "mean", "std", "min", "max");
-    for (size_t j = 0; j < d && j < 40; j++) {
-        char b[32];
-        double st[4];
-        column_stats(r.x, n, d, j, st);
-        printf("   %-20s %12.5g %12.5g %12.5g %12.5g\n", nf_data_names_column(&nm, j, b, sizeof b), st[0], st[1], st[2],
-               st[3]);
+    if (!pixel_summary(f, r.x, n, d)) {
+        printf("   %-20s %12s %12s %12s %12s\n", "name", "mean", "std", "min", "max");
+        for (size_t j = 0; j < d && j < 40; j++) {
+            char b[32];
+            double st[4];
+            column_stats(r.x, n, d, j, st);
+            printf("   %-20s %12.5g %12.5g %12.5g %12.5g\n", nf_data_names_column(&nm, j, b, sizeof b), st[0], st[1],
+                   st[2], st[3]);
+        }
+        if (d > 40) printf("   ... %zu more columns\n", d - 40);
     }
-    if (d > 40) printf("   ... %zu more columns\n", d - 40);
     if (c) {
         printf("%-15s %zu values per row%s\n", "context", c, nm.context ? "" : " (no /context_names)");
         for (size_t k = 0; k < c && k < 40; k++) {

@@ -1,6 +1,7 @@
 /* apps/data_images.c - image data on the command line: nf data make shapes|digits, nf data import
  * of a PNG folder or an image NPY, nf data show (a PNG grid of a file's images).  The images and
  * their file layout are datasets/images.h; the grid is plot/image_grid.h. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,7 +147,12 @@ const char *app_find_digits(char *buf, size_t size)
         if (slash) slash[1] = '\0';
         for (int i = 0; rel[i]; i++) {
             snprintf(buf, size, "%s%s%s", exe, rel[i], DIGITS_FILE);
-            if (access(buf, R_OK) == 0) return buf;
+            if (access(buf, R_OK) == 0) { /* without the "../.." (the files record it as their source) */
+                char *full = realpath(buf, NULL);
+                if (full && strlen(full) < size) memcpy(buf, full, strlen(full) + 1);
+                free(full);
+                return buf;
+            }
             size_t at = strlen(tried);
             snprintf(tried + at, sizeof tried - at, "%s, ", buf);
         }

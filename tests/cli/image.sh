@@ -11,6 +11,10 @@
 nfrun data make digits -o digits.h5 >/dev/null 2>"$T/err"
 nfrun data split digits.h5 --test 0.2 --val 0 --seed 3 >/dev/null 2>>"$T/err"
 check "digits made and split ($(head -c 200 "$T/err"))" test -s digits.train.h5 -a -s digits.test.h5
+nfrun info digits.train.h5 >"$T/dinfo" 2>&1
+check "info of image data gives the shape and one line over all pixels, not a column per pixel" \
+    bash -c "grep -q '^images *8x8x1, 17 levels' '$T/dinfo' && grep -q '^pixels *mean .*min 0, max 16' '$T/dinfo' &&
+             ! grep -q '^ *x0 ' '$T/dinfo' && grep -q '^source *.*digits.csv.gz' '$T/dinfo' && ! grep -q '\.\./' '$T/dinfo'"
 bpd() { sed -n 's/.*"bits_per_dim": \([-0-9.e]*\).*/\1/p'; }
 acc() { sed -n 's/.*"accuracy": \([-0-9.e]*\).*/\1/p'; }
 

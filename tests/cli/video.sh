@@ -13,6 +13,9 @@
 nfrun data make video-balls -n 240 --frames 4 --size 16 --seed 2 -o balls.h5 >/dev/null 2>"$T/err"
 nfrun data split balls.h5 --test 0.2 --val 0 --seed 3 >/dev/null 2>>"$T/err"
 check "video-balls made and split ($(head -c 200 "$T/err"))" test -s balls.train.h5 -a -s balls.test.h5
+nfrun info balls.train.h5 >"$T/vinfo" 2>&1
+check "info of video data gives frames and shape and one line over all pixels" \
+    bash -c "grep -q '^videos *4 frames of 16x16x1, 256 levels' '$T/vinfo' && grep -q '^pixels *mean ' '$T/vinfo' && ! grep -q '^ *x0 ' '$T/vinfo'"
 bpd() { sed -n 's/.*"bits_per_dim": \([-0-9.e]*\).*/\1/p'; }
 field() { sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p"; }
 
