@@ -219,10 +219,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
     a->data = npos ? pos[0] : NULL;
     a->cfg.seed = (uint64_t)seed;
     a->standardize = !no_standardize;
-    if (a->resume) {
-        if (a->data) return cli_usage_error(cmd, "--resume takes the model file only (the data path is stored in it)");
-        return 0;
-    }
+    if (a->resume) return flags_check_resume(&fc, argc, argv, a->resume, npos) == FLAGS_OK ? 0 : 2;
     if (a->target && a->data)
         return cli_usage_error(cmd, "--target fits a flow to a density, without data (got the data file '%s')", a->data);
     if (a->target && a->cfg.epochs > 0)

@@ -244,7 +244,7 @@ static int cmd_fit(int argc, char **argv)
     const flags_cmd fc = {.cmd = cmd, .help = FIT_HELP, .flags = flags, .max_pos = 1};
     int urc = flags_parse(&fc, argc, argv, pos, NULL);
     if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
-    if (resume && pos[0]) return cli_usage_error(cmd, "--resume takes the model file only (the data path is stored in it)");
+    if (resume && flags_check_resume(&fc, argc, argv, resume, pos[0] != NULL) != FLAGS_OK) return 2;
     if (!resume && !pos[0]) return cli_usage_error(cmd, "no image file given (expected: nf image fit IMAGES.h5 -o MODEL.h5)");
     if (!resume && !out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
     if (spec) {

@@ -110,3 +110,27 @@ int flags_parse(const flags_cmd *c, int argc, char **argv, const char **pos, int
     }
     return FLAGS_OK;
 }
+
+int flags_check_resume(const flags_cmd *c, int argc, char **argv, const char *model, int npos)
+{
+    static const char *const keep[] = {"--resume", "--threads", "--quiet", "--json", NULL};
+    if (npos > 0) return cli_usage_error(c->cmd, "--resume takes the model file only (the data path is stored in it)");
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (arg[0] != '-' || !arg[1] || cli_is_help(arg)) continue;
+        const char *eq = !strncmp(arg, "--", 2) ? strchr(arg, '=') : NULL;
+        const size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const char *flag;
+        const flag_spec *f = find(c->flags, arg, len, &flag);
+        if (!f) continue; /* flags_parse has refused it already */
+        if (f->kind != FLAG_BOOL && !eq) i++; /* its value */
+        int kept = 0;
+        for (int k = 0; keep[k]; k++) kept |= !strcmp(f->name, keep[k]);
+        if (!kept)
+            return cli_usage_error(c->cmd,
+                                   "%s does not apply with --resume: the run goes on with the settings stored in %s "
+                                   "(only --threads and --quiet may be given; for other settings start a new fit)",
+                                   flag, model);
+    }
+    return FLAGS_OK;
+}

@@ -95,4 +95,10 @@ enum {
  * for a positional argument beyond max_pos. */
 int flags_parse(const flags_cmd *c, int argc, char **argv, const char **pos, int *npos);
 
+/* After flags_parse, for a training command given --resume MODEL: a resumed run keeps every setting
+ * stored in its file, so any flag other than --resume, --threads, --quiet and --json (and any
+ * positional argument: npos the count) is a usage error naming it, instead of being ignored.
+ * Returns FLAGS_OK or FLAGS_USAGE (the message printed). */
+int flags_check_resume(const flags_cmd *c, int argc, char **argv, const char *model, int npos);
+
 #endif

@@ -135,6 +135,9 @@ expect_fail "fit --resume: a data file instead of a model" 1 "data\.h5: format '
     -- fit --resume data.h5
 expect_fail "fit --resume: damaged model" 1 'trunc\.h5' -- fit --resume trunc.h5
 expect_fail "fit --resume with a data file too" 2 '--resume takes the model file only' -- fit --resume keep.h5 data.h5
+expect_fail "fit --resume with a setting it would ignore" 2 \
+    "--lr does not apply with --resume: the run goes on with the settings stored in keep\.h5" -- fit --resume keep.h5 --lr 0.1
+expect_fail "fit --resume with an output it would ignore" 2 "-o does not apply with --resume" -- fit --resume keep.h5 -o other.h5
 
 # ---- nf eval and nf logprob ------------------------------------------------------------------
 expect_fail "eval: missing model" 1 'nothere\.h5: cannot open' -- eval nothere.h5 data.h5

@@ -181,6 +181,10 @@ else
     e2=$(nfrun image eval ref.h5 digits.test.h5 --json 2>&1)
     check "the resumed fit (step $rsteps) ends with the uninterrupted model" bash -c "[ -n '$e1' ] && [ '$e1' = '$e2' ]"
 fi
+nfrun image fit --resume g.h5 --steps 500 >/dev/null 2>"$T/err"
+rc=$?
+check "image fit --resume refuses a setting it would ignore, in one line (exit $rc)" \
+    bash -c "[ $rc = 2 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q -- '--steps does not apply with --resume' '$T/err'"
 
 # ---- bad input ------------------------------------------------------------------------------------
 nfrun data make moons -n 100 -o moons.h5 >/dev/null 2>&1
