@@ -54,11 +54,11 @@ static void print_names(const char *label, char *const *names, size_t n)
     printf("%s\n", n > 20 ? ", ..." : "");
 }
 
-/* bits: the kind's metric is -bits/dim (images): shown as bits/dim. */
-/* The history's values as the metric says: "bpd" and "mse" are minus the stored metric, "ll" as is. */
 /* The history under group g ("/training/checkpoint/history", or a finished stage's); `stage` names
- * the stage of a model trained in stages (NULL: none). */
-static void print_history(nf_h5 *f, const char *g, const char *stage, const char *unit)
+ * the stage of a model trained in stages (NULL: none).  The values as the metric says (unit): "bpd"
+ * and "mse" are minus the stored metric, "ll" as is; type's loss_per and metric_per, when set, name
+ * what the train and val columns are per. */
+static void print_history(nf_h5 *f, const char *g, const char *stage, const char *unit, const nf_model_type *type)
 {
     const int bits = strcmp(unit, "ll") != 0;
     double *ll = NULL, *val = NULL, *ep = NULL, *sec = NULL;
@@ -77,15 +77,15 @@ static void print_history(nf_h5 *f, const char *g, const char *stage, const char
     } else {
         printf("%-15s %zu evaluations; last: step %lld, epoch %.2f, %.1f s\n", head, n, (long long)step[n - 1],
                ep[n - 1], sec[n - 1]);
-        char tr[16], va[16];
-        snprintf(tr, sizeof tr, "train %s", unit);
-        snprintf(va, sizeof va, "val %s", unit);
-        printf("   %8s %8s %12s %12s\n", "step", "epoch", tr, va);
+        char tr[40], va[40];
+        snprintf(tr, sizeof tr, "train %s%s%s", unit, type->loss_per ? "/" : "", type->loss_per ? type->loss_per : "");
+        snprintf(va, sizeof va, "val %s%s%s", unit, type->metric_per ? "/" : "", type->metric_per ? type->metric_per : "");
+        printf("   %8s %8s %15s %15s\n", "step", "epoch", tr, va);
         size_t show = n < 8 ? n : 8;
         for (size_t k = 0; k < show; k++) {
             size_t i = n <= 8 ? k : (k * (n - 1)) / (show - 1);
             const double sg = bits ? -1 : 1;
-            printf("   %8lld %8.2f %12.4f %12.4f\n", (long long)step[i], ep[i], sg * ll[i], sg * val[i]);
+            printf("   %8lld %8.2f %15.4f %15.4f\n", (long long)step[i], ep[i], sg * ll[i], sg * val[i]);
         }
     }
     free(step);
@@ -274,13 +274,12 @@ static int info_model(const char *path)
          * report a mean squared error, its flow bits/dim) */
         double stage = 0;
         nf_h5_attr_get_double(f, "/training/checkpoint", "stage", &stage);
-        const char *metric = model->type->metric;
-        if (model->type->stage_metrics && stage >= 0 && stage < model->type->n_stages)
-            metric = model->type->stage_metrics[(int)stage];
+        const char *metric = nf_model_type_metric(model->type, (int)stage);
         const int bits = !strcmp(metric, "neg_bits_per_dim"), mse = !strcmp(metric, "neg_mse");
         if (bstep >= 0 && isfinite(bval))
-            printf("best validation %.5f %s (step %.0f)\n", bits || mse ? -bval : bval,
-                   bits ? "bits/dim" : mse ? "mse" : "nats", bstep);
+            printf("best validation %.5f %s%s%s (step %.0f)\n", bits || mse ? -bval : bval,
+                   bits ? "bits/dim" : mse ? "mse" : "nats", model->type->metric_per ? " per " : "",
+                   model->type->metric_per ? model->type->metric_per : "", bstep);
         /* a model trained in stages: each finished stage's history, then the current one's */
         const char *unit = bits ? "bpd" : mse ? "mse" : "ll";
         char g[96], name[64] = "";
@@ -288,14 +287,14 @@ static int info_model(const char *path)
             snprintf(g, sizeof g, "/training/checkpoint/stages/%d", k);
             if (!nf_h5_exists(f, g)) break;
             if (nf_h5_attr_get_string(f, g, "name", name, sizeof name) != NF_OK) snprintf(name, sizeof name, "%d", k);
-            const char *m = model->type->stage_metrics && k < model->type->n_stages ? model->type->stage_metrics[k]
-                                                                                      : model->type->metric;
-            print_history(f, g, name, !strcmp(m, "neg_bits_per_dim") ? "bpd" : !strcmp(m, "neg_mse") ? "mse" : "ll");
+            const char *m = nf_model_type_metric(model->type, k);
+            print_history(f, g, name, !strcmp(m, "neg_bits_per_dim") ? "bpd" : !strcmp(m, "neg_mse") ? "mse" : "ll",
+                          model->type);
         }
         name[0] = 0;
         if (nf_h5_attr_exists(f, "/training/checkpoint", "stage_name"))
             nf_h5_attr_get_string(f, "/training/checkpoint", "stage_name", name, sizeof name);
-        print_history(f, "/training/checkpoint/history", name[0] ? name : NULL, unit);
+        print_history(f, "/training/checkpoint/history", name[0] ? name : NULL, unit, model->type);
     }
     nf_error_clear();
     nf_h5_close(f);

@@ -83,13 +83,64 @@ static int parse(int argc, char **argv, plot_args *a)
     return FLAGS_OK;
 }
 
+/* One panel of the history: the series (NULL skips one) against the steps xs, the y range their
+ * values span without the lowest 5% (early, very poor values would flatten the curve), padded; for
+ * a metric read lower-is-better (bits/dim, squared errors) the upper 5% instead. */
+static int history_panel(nf_panel *p, const double *xs, size_t n, const double *tr, const double *va, int lower_better,
+                         const char *title, const char *ylabel)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    double *sorted = malloc((2 * n + 1) * sizeof *sorted);
+    if (!sorted) return nf_error(NF_ENOMEM, "out of memory drawing the history");
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tr && isfinite(tr[i])) sorted[m++] = tr[i];
+        if (va && isfinite(va[i])) sorted[m++] = va[i];
+    }
+    for (size_t i = 0; i < m; i++) lo = fmin(lo, sorted[i]), hi = fmax(hi, sorted[i]);
+    if (!isfinite(lo)) lo = -1, hi = 1;
+    for (size_t i = 1; i < m; i++)
+        for (size_t j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            double t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    double bottom = lo, top = hi;
+    if (m > 10) {
+        if (lower_better) top = sorted[m - 1 - m / 20];
+        else bottom = sorted[m / 20];
+    }
+    free(sorted);
+    nf_plot_pad_range(&bottom, &top, 0.08);
+    double x0 = xs[0], x1 = xs[n - 1];
+    if (x1 <= x0) x1 = x0 + 1;
+    int rc = nf_panel_set_limits(p, x0 > 0 ? 0 : x0, x1, bottom, top);
+    if (rc == NF_OK && tr) rc = nf_panel_line(p, xs, tr, n, 1, nf_plot_color(0), 2.0, "train");
+    if (rc == NF_OK && va) rc = nf_panel_line(p, xs, va, n, 1, nf_plot_color(1), 2.0, "validation");
+    nf_panel_set_title(p, title);
+    nf_panel_set_xlabel(p, "optimizer step");
+    nf_panel_set_ylabel(p, ylabel);
+    if (rc == NF_OK) rc = nf_panel_draw_axes(p);
+    if (rc == NF_OK) rc = nf_panel_legend(p, lower_better ? NF_LEGEND_UPPER_RIGHT : NF_LEGEND_LOWER_RIGHT);
+    return rc;
+}
+
+/* The training history of a model file in the units of its kind's metric (of the stage its
+ * checkpoint is in): log-likelihood in nats, bits/dim, a mean squared error or the ELBO.  Where the
+ * training loss and the validation values are per different things (a point process: per event and
+ * per sequence), two panels. */
 static int plot_history(const plot_args *a)
 {
     nf_h5 *f;
     NF_TRY(nf_h5_open(&f, a->model, NF_MODEL_FORMAT, NF_MODEL_VERSION));
     int64_t *step = NULL;
-    double *tr = NULL, *va = NULL;
+    double *tr = NULL, *va = NULL, stage = 0;
     size_t n = 0, c, n2, n3;
+    char kind[64] = "";
+    nf_h5_attr_get_string(f, "/model", "kind", kind, sizeof kind);
+    nf_h5_attr_get_double(f, "/training/checkpoint", "stage", &stage);
+    nf_error_clear();
+    const nf_model_type *type = nf_model_type_find(kind);
     int rc = nf_h5_exists(f, "/training/checkpoint/history")
                  ? NF_OK
                  : nf_error(NF_EFORMAT, "%s: no training history (was it made by nf fit?)", a->model);
@@ -98,51 +149,32 @@ static int plot_history(const plot_args *a)
     if (rc == NF_OK) rc = nf_h5_read_double(f, "/training/checkpoint/history/val_log_likelihood", &va, &n3, &c);
     nf_h5_close(f);
     if (rc == NF_OK && n == 0) rc = nf_error(NF_EDATA, "%s: the training history is empty (no evaluation yet)", a->model);
+    const char *metric = type ? nf_model_type_metric(type, (int)stage) : "log_likelihood";
+    const int bits = !strcmp(metric, "neg_bits_per_dim"), mse = !strcmp(metric, "neg_mse"), elbo = !strcmp(metric, "elbo");
+    const int split = type && (type->loss_per || type->metric_per);
     nf_figure *fig = NULL;
     double *xs = NULL;
     if (rc == NF_OK) {
         xs = malloc(n * sizeof *xs);
-        fig = nf_figure_alloc(900, 560, 1, 1);
+        fig = nf_figure_alloc(split ? 1400 : 900, 560, 1, split ? 2 : 1);
         if (!xs || !fig) rc = nf_error(NF_ENOMEM, "out of memory drawing the history");
     }
     if (rc == NF_OK) {
-        for (size_t i = 0; i < n; i++) xs[i] = (double)step[i];
-        double lo = INFINITY, hi = -INFINITY;
         for (size_t i = 0; i < n; i++) {
-            if (isfinite(tr[i])) lo = fmin(lo, tr[i]), hi = fmax(hi, tr[i]);
-            if (isfinite(va[i])) lo = fmin(lo, va[i]), hi = fmax(hi, va[i]);
+            xs[i] = (double)step[i];
+            if (bits || mse) tr[i] = -tr[i], va[i] = -va[i]; /* stored as -bits/dim, -mse: higher is better */
         }
-        if (!isfinite(lo)) lo = -1, hi = 1;
-        /* early, very low values would flatten the curve: show the last 90% of the range */
-        double top = hi, bottom = lo;
-        double *sorted = malloc(2 * n * sizeof *sorted);
-        size_t m = 0;
-        if (sorted) {
-            for (size_t i = 0; i < n; i++) {
-                if (isfinite(tr[i])) sorted[m++] = tr[i];
-                if (isfinite(va[i])) sorted[m++] = va[i];
-            }
-            for (size_t i = 1; i < m; i++)
-                for (size_t j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
-                    double t = sorted[j];
-                    sorted[j] = sorted[j - 1];
-                    sorted[j - 1] = t;
-                }
-            if (m > 10) bottom = sorted[m / 20];
-            free(sorted);
+        const char *ylabel = bits ? "bits per dimension" : mse ? "mean squared error" : elbo ? "ELBO (nats)"
+                                                                                      : "mean log-likelihood (nats)";
+        if (!split) {
+            rc = history_panel(nf_figure_panel(fig, 0, 0), xs, n, tr, va, bits || mse, "training history", ylabel);
+        } else {
+            char tl[96], vl[96];
+            snprintf(tl, sizeof tl, "log-likelihood per %s (nats)", type->loss_per ? type->loss_per : "item");
+            snprintf(vl, sizeof vl, "log-likelihood per %s (nats)", type->metric_per ? type->metric_per : "item");
+            rc = history_panel(nf_figure_panel(fig, 0, 0), xs, n, tr, NULL, 0, "training", tl);
+            if (rc == NF_OK) rc = history_panel(nf_figure_panel(fig, 0, 1), xs, n, NULL, va, 0, "validation", vl);
         }
-        nf_plot_pad_range(&bottom, &top, 0.08);
-        double x0 = xs[0], x1 = xs[n - 1];
-        if (x1 <= x0) x1 = x0 + 1;
-        nf_panel *p = nf_figure_panel(fig, 0, 0);
-        rc = nf_panel_set_limits(p, x0 > 0 ? 0 : x0, x1, bottom, top);
-        if (rc == NF_OK) rc = nf_panel_line(p, xs, tr, n, 1, nf_plot_color(0), 2.0, "train");
-        if (rc == NF_OK && isfinite(lo)) rc = nf_panel_line(p, xs, va, n, 1, nf_plot_color(1), 2.0, "validation");
-        nf_panel_set_title(p, "training history");
-        nf_panel_set_xlabel(p, "optimizer step");
-        nf_panel_set_ylabel(p, "mean log-likelihood (nats)");
-        if (rc == NF_OK) rc = nf_panel_draw_axes(p);
-        if (rc == NF_OK) rc = nf_panel_legend(p, NF_LEGEND_LOWER_RIGHT);
         if (rc == NF_OK) rc = nf_figure_save_png(fig, a->out);
     }
     nf_figure_free(fig);

@@ -67,30 +67,34 @@ static void progress(void *user, const nf_train_progress *p)
     if (!c->tty && !last && p->seconds - c->last_print < 5.0) return;
     if (c->tty && !last && p->seconds - c->last_print < 0.1) return;
     c->last_print = p->seconds;
-    char eta[32], step[48], val[80], epoch[32] = "";
+    char eta[32], step[48], val[128], epoch[32] = "";
     double sg = 1;
     const char *m = metric_label(p->metric, &sg);
     if (p->has_data) snprintf(epoch, sizeof epoch, "epoch %d ", p->epoch);
     fmt_time(eta, sizeof eta, p->eta_seconds);
     if (p->total_steps > 0) snprintf(step, sizeof step, "step %ld/%ld", p->step, p->total_steps);
     else snprintf(step, sizeof step, "step %ld", p->step);
-    char v1[32], v2[32], v3[32];
+    char v1[32], v2[32], v3[32], tl[32], vl[32];
+    const nf_model_type *type = c->r->model->type;
+    /* "ll/event" and "ll/seq" where the loss and the metric are per different things (tpp) */
+    snprintf(tl, sizeof tl, "%s%s%s", m, type->loss_per ? "/" : "", type->loss_per ? type->loss_per : "");
+    snprintf(vl, sizeof vl, "%s%s%s", m, type->metric_per ? "/" : "", type->metric_per ? type->metric_per : "");
     if (isfinite(p->best_val))
-        snprintf(val, sizeof val, " | val %s %s (best %s)", m, num(v1, sizeof v1, m, sg * p->val_ll),
+        snprintf(val, sizeof val, " | val %s %s (best %s)", vl, num(v1, sizeof v1, m, sg * p->val_ll),
                  num(v2, sizeof v2, m, sg * p->best_val));
     else val[0] = '\0';
     if (!isfinite(p->val_ll) && isfinite(p->best_val))
-        snprintf(val, sizeof val, " | best val %s %s", m, num(v1, sizeof v1, m, sg * p->best_val));
+        snprintf(val, sizeof val, " | best val %s %s", vl, num(v1, sizeof v1, m, sg * p->best_val));
     num(v3, sizeof v3, m, sg * p->train_ll);
     if (c->tty) {
         int width = 24, filled = p->total_steps > 0 ? (int)(width * (double)p->step / p->total_steps) : 0;
         char bar[32];
         for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
         bar[width] = '\0';
-        fprintf(stderr, "\r[%s] %s%s | train %s %s%s | %.0f steps/s | ETA %s\033[K", bar, epoch, step, m, v3, val,
+        fprintf(stderr, "\r[%s] %s%s | train %s %s%s | %.0f steps/s | ETA %s\033[K", bar, epoch, step, tl, v3, val,
                 p->steps_per_sec, eta);
     } else {
-        fprintf(stderr, "%s%s | train %s %s%s | %.0f steps/s | ETA %s\n", epoch, step, m, v3, val, p->steps_per_sec, eta);
+        fprintf(stderr, "%s%s | train %s %s%s | %.0f steps/s | ETA %s\n", epoch, step, tl, v3, val, p->steps_per_sec, eta);
     }
     fflush(stderr);
 }
@@ -161,9 +165,11 @@ int app_train_run_go(app_train_run *r, nf_trainer *t)
                              : !strcmp(m, "mse") ? "mean squared error"
                                                  : "log-likelihood";
         char v[32];
+        const char *per = r->model->type->metric_per;
         if (t->nv && isfinite(t->best_val))
-            fprintf(stderr, "nf %s: done (%s, %.1f s); best validation %s %s at step %ld; wrote %s\n", r->cmd,
-                    t->stop_reason, t->seconds, metric, num(v, sizeof v, m, sg * t->best_val), t->best_step, r->out);
+            fprintf(stderr, "nf %s: done (%s, %.1f s); best validation %s%s%s %s at step %ld; wrote %s\n", r->cmd,
+                    t->stop_reason, t->seconds, metric, per ? " per " : "", per ? per : "",
+                    num(v, sizeof v, m, sg * t->best_val), t->best_step, r->out);
         else
             fprintf(stderr, "nf %s: done (%s, %.1f s); wrote %s\n", r->cmd, t->stop_reason, t->seconds, r->out);
     }

@@ -43,13 +43,14 @@ int nf_model_type_register(const nf_model_type *t)
 
 int nf_model_stages(const nf_model *m) { return m->type->n_stages > 1 ? m->type->n_stages : 1; }
 
-const char *nf_model_metric(const nf_model *m)
+const char *nf_model_type_metric(const nf_model_type *t, int stage)
 {
-    const nf_model_type *t = m->type;
-    if (t->stage_metrics && t->n_stages > 1 && m->stage >= 0 && m->stage < t->n_stages && t->stage_metrics[m->stage])
-        return t->stage_metrics[m->stage];
+    if (t->stage_metrics && t->n_stages > 1 && stage >= 0 && stage < t->n_stages && t->stage_metrics[stage])
+        return t->stage_metrics[stage];
     return t->metric;
 }
+
+const char *nf_model_metric(const nf_model *m) { return nf_model_type_metric(m->type, m->stage); }
 
 const char *nf_model_stage_name(const nf_model *m, int k)
 {

@@ -46,6 +46,10 @@ struct nf_model_type {
     const char *command;       /* the nf command that trains and uses this kind: "nf fit" */
     const char *source_kind;   /* kind of data source it trains on ("rows"), NULL: no data */
     const char *metric;        /* what eval's values are: "log_likelihood", "elbo" */
+    /* What the training loss and eval's values are per, when that is not one item of the source
+     * (shown beside them: "ll/event"); NULL: per item.  The tpp kind: loss per event, values per
+     * sequence. */
+    const char *loss_per, *metric_per;
     int (*loss)(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss);
     int (*eval)(nf_model *m, const nf_batch *b, nf_rng *rng, double *values);
     /* What loss is a mean over, for combining the losses of parallel processes (NULL: the batch's
@@ -97,6 +101,8 @@ struct nf_model {
 extern const nf_model_type nf_model_density, nf_model_variational;
 extern const nf_model_type *const nf_model_types[];
 const nf_model_type *nf_model_type_find(const char *kind);
+/* The metric of stage `stage` of a kind trained in stages (stage_metrics), else its metric. */
+const char *nf_model_type_metric(const nf_model_type *type, int stage);
 /* Add a kind defined outside the library (found by nf_model_type_find and so by nf_model_open);
  * at most 16, names unique.  The type must outlive every use. */
 int nf_model_type_register(const nf_model_type *type);

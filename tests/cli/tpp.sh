@@ -52,6 +52,14 @@ check "time rescaling rejects a rate-3 process under the rate-2 fit: KS p $rp < 
     awk -v p="$rp" -v m="$rm_" 'BEGIN { exit !(p != "" && p < 1e-6 && m < 0.8) }'
 nfrun info m.h5 >"$T/info" 2>&1
 check "info shows the tpp kind" grep -q '^kind *tpp' "$T/info"
+check "info names the units of a point process's history: per event (training), per sequence (validation)" \
+    bash -c "grep -q 'train ll/event *val ll/sequence' '$T/info'"
+nfrun tpp fit pois.h5 --decoder lognormmix --hidden 8 --components 4 --batch 8 --threads 1 --steps 4 --eval-every 2 -o units.h5 2>"$T/units.err" >/dev/null
+check "progress says the training value is per event and the validation value per sequence" \
+    bash -c "grep -q 'train ll/event -*[0-9.]* | val ll/sequence' '$T/units.err' &&
+             grep -q 'best validation log-likelihood per sequence' '$T/units.err'"
+nfrun plot --history units.h5 -o units.png >/dev/null 2>"$T/err"
+check "nf plot --history of a point process draws its two histories (exit $?)" test -s units.png
 # --weight-decay: stored with the model (nf info shows it) and it changes the fit
 nfrun tpp fit pois.h5 "${FIT[@]}" --steps 40 --weight-decay 0.5 -o wd.h5 2>"$T/err"
 rc=$?
