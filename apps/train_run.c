@@ -67,10 +67,14 @@ static void progress(void *user, const nf_train_progress *p)
     if (!c->tty && !last && p->seconds - c->last_print < 5.0) return;
     if (c->tty && !last && p->seconds - c->last_print < 0.1) return;
     c->last_print = p->seconds;
-    char eta[32], step[48], val[128], epoch[32] = "";
+    char eta[32], step[48], val[128], epoch[64] = "";
     double sg = 1;
     const char *m = metric_label(p->metric, &sg);
-    if (p->has_data) snprintf(epoch, sizeof epoch, "epoch %d ", p->epoch);
+    /* a kind trained in stages (causal, video with a codec or denoiser): which stage this is */
+    const nf_model *model = c->r->model;
+    if (nf_model_stages(model) > 1 && nf_model_stage_name(model, model->stage)[0])
+        snprintf(epoch, sizeof epoch, "[%s] ", nf_model_stage_name(model, model->stage));
+    if (p->has_data) snprintf(epoch + strlen(epoch), sizeof epoch - strlen(epoch), "epoch %d ", p->epoch);
     fmt_time(eta, sizeof eta, p->eta_seconds);
     if (p->total_steps > 0) snprintf(step, sizeof step, "step %ld/%ld", p->step, p->total_steps);
     else snprintf(step, sizeof step, "step %ld", p->step);

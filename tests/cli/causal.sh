@@ -31,6 +31,9 @@ check "info of a causal part: its units per arm, the truth it carries, where it 
     bash -c "grep -q 'units  *120 (60 control, 60 treated)' '$T/out' &&
              grep -q 'truth  *both potential outcomes, their true log-densities, true propensities' '$T/out' &&
              grep -q 'split_of  *poly.h5' '$T/out'"
+nfrun causal fit ps.train.h5 --repr 8 --hidden 16 --grid 64 --steps 4 --eval-every 2 --threads 1 -o stg.h5 2>"$T/stg" >/dev/null
+check "progress names the stage it is in (nuisance, then target)" \
+    bash -c "grep -q '^\[nuisance\] epoch [0-9]* step' '$T/stg' && grep -q '^\[target\] epoch [0-9]* step' '$T/stg'"
 nfrun causal fit ps.train.h5 --repr 8 --hidden 16 --grid 64 --steps 30 --threads 1 --quiet -o psm.h5 2>"$T/err" &&
     nfrun causal eval psm.h5 ps.test.h5 --json >"$T/out" 2>>"$T/err"
 rc=$?
