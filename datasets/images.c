@@ -110,6 +110,9 @@ int nf_image_info_read(nf_h5 *f, size_t n, size_t d, nf_image_info *info)
 {
     const char *path = nf_h5_path(f);
     memset(info, 0, sizeof *info);
+    if (!nf_h5_attr_exists(f, "/x", "image_shape") && nf_h5_attr_exists(f, "/x", "video_shape"))
+        return nf_error(NF_EFORMAT, "%s holds videos (/x has video_shape), not images: nf video fit / eval / sample "
+                        "read it", path);
     if (!nf_h5_attr_exists(f, "/x", "image_shape"))
         return nf_error(NF_EFORMAT, "%s:/x has no attribute image_shape (expected an image data file: nf data make "
                         "shapes|digits, nf data import of PNG files or an image NPY)", path);

@@ -72,6 +72,9 @@ int nf_video_info_read_h5(nf_h5 *f, size_t n, size_t d, nf_video_info *info)
 {
     const char *path = nf_h5_path(f);
     memset(info, 0, sizeof *info);
+    if (!nf_h5_attr_exists(f, "/x", "video_shape") && nf_h5_attr_exists(f, "/x", "image_shape"))
+        return nf_error(NF_EFORMAT, "%s holds images (/x has image_shape), not videos: nf image fit / eval / sample "
+                        "read it", path);
     if (!nf_h5_attr_exists(f, "/x", "video_shape"))
         return nf_error(NF_EFORMAT, "%s:/x has no attribute video_shape (expected a video data file: nf data make "
                         "video-sprites|video-balls or nf data import of a video NPY)", path);

@@ -241,8 +241,12 @@ check "--codec wavelet: usage error naming the choices, no model" \
 nfrun data make digits -o digits.h5 >/dev/null 2>&1
 nfrun video fit digits.h5 -o x.h5 >/dev/null 2>"$T/err"
 rc=$?
-check "an image file: exit 1, one line naming video_shape, no model" \
-    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q video_shape '$T/err' && [ ! -e x.h5 ]"
+check "an image file: exit 1, one line saying it holds images and naming nf image, no model" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'holds images .*nf image' '$T/err' && [ ! -e x.h5 ]"
+nfrun image fit balls.train.h5 -o x.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "nf image fit of a video file: exit 1, one line naming nf video, no model" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'holds videos .*nf video' '$T/err' && [ ! -e x.h5 ]"
 nfrun video fit missing.h5 -o x.h5 >/dev/null 2>"$T/err"
 rc=$?
 check "a missing file: exit 1, one line" bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && [ ! -e x.h5 ]"
