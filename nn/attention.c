@@ -404,7 +404,7 @@ static void gain_grads(const nf_attention *A, nf_params *P, const nf_real *dqk, 
 {
     const int d = A->d, H = A->heads, dh = A->dh;
     /* q's gains and k's on two threads: each sum keeps its order */
-#pragma omp parallel for schedule(static) num_threads(2) if (nf_nn_par((size_t)N * d))
+#pragma omp parallel for schedule(static) num_threads(2) if (nf_nn_par((size_t)N * d) && nf_blas_get_threads() > 1)
     for (int part = 0; part < 2; part++) {
         nf_real *dg = P->grad + (part ? A->k_gain : A->q_gain);
         /* the sums in a local array (the same additions in the same order as into dg, which the
