@@ -36,8 +36,10 @@
 
 #ifdef NF_DOUBLE
 #define EXP exp
+#define SQRT sqrt
 #else
 #define EXP nf_fast_expf
+#define SQRT sqrtf
 #endif
 
 int nf_attention_init(nf_attention *A, nf_params *P, const char *name, int d, int heads, int qk_norm,
@@ -141,13 +143,15 @@ static views cache_views(const nf_attention *A, const nf_real *ws, int n, int T)
     return w;
 }
 
-/* RMS norm of one head's row: r = 1/sqrt(mean(u^2) + eps), out = g * u * r; returns r. */
-static nf_real rms_row(nf_real *out, const nf_real *u, const nf_real *g, int dh)
+/* RMS norm of one head's row: r = 1/sqrt(mean(u^2) + eps), out = g * u * r; returns r.  The sum of
+ * the dh squares, the square root and the division in the build's precision (they were in double:
+ * with the rows of a pair in the vector clones below, that cost a fifth of the QK norm's time). */
+static inline nf_real rms_row(nf_real *out, const nf_real *u, const nf_real *g, int dh)
 {
-    double s = 0;
+    nf_real s = 0;
 #pragma omp simd reduction(+ : s)
-    for (int i = 0; i < dh; i++) s += (double)u[i] * u[i];
-    const nf_real r = (nf_real)(1.0 / sqrt(s / dh + QK_EPS));
+    for (int i = 0; i < dh; i++) s += u[i] * u[i];
+    const nf_real r = 1 / SQRT(s / (nf_real)dh + (nf_real)QK_EPS);
 #pragma omp simd
     for (int i = 0; i < dh; i++) out[i] = g[i] * u[i] * r;
     return r;
@@ -156,14 +160,40 @@ static nf_real rms_row(nf_real *out, const nf_real *u, const nf_real *g, int dh)
 /* RMS norm backward of one head's row, u the raw row, r its 1/rms, xhat = u r, out = g xhat:
  *   du = r (g dout - xhat mean(g dout xhat))   (written);  the gains' dg += dout xhat is summed
  * afterwards over all rows (gain_grads), in a fixed order. */
-static void rms_row_backward(nf_real *du, const nf_real *dout, const nf_real *u, nf_real r, const nf_real *g, int dh)
+static inline void rms_row_backward(nf_real *du, const nf_real *dout, const nf_real *u, nf_real r, const nf_real *g,
+                                    int dh)
 {
-    double s = 0;
+    nf_real s = 0;
 #pragma omp simd reduction(+ : s)
-    for (int i = 0; i < dh; i++) s += (double)g[i] * dout[i] * u[i] * r;
-    const nf_real m = (nf_real)(s / dh);
+    for (int i = 0; i < dh; i++) s += g[i] * dout[i] * u[i] * r;
+    const nf_real m = s / (nf_real)dh;
 #pragma omp simd
     for (int i = 0; i < dh; i++) du[i] = r * (g[i] * dout[i] - u[i] * r * m);
+}
+
+/* The QK norm of head h over rows row0..row0+T-1 (one pair): q and k of qkv (ld 3d) into qk (ld 2d),
+ * their 1/rms into rstd (2H per row: q's heads, then k's). */
+NF_SIMD_CLONES static void rms_pair(nf_real *qk, nf_real *rstd, const nf_real *qkv, const nf_real *gq,
+                                    const nf_real *gk, size_t row0, int T, int d, int H, int h, int dh)
+{
+    for (size_t r = row0; r < row0 + (size_t)T; r++)
+        for (int part = 0; part < 2; part++) {
+            const size_t c = (size_t)part * d + (size_t)h * dh;
+            rstd[r * 2 * H + (size_t)part * H + h] = rms_row(qk + r * 2 * d + c, qkv + r * 3 * d + c, part ? gk : gq, dh);
+        }
+}
+
+/* Its backward: dq, dk (ld 2d) of the normalised rows into the raw rows' dqkv (ld 3d). */
+NF_SIMD_CLONES static void rms_pair_backward(nf_real *dqkv, const nf_real *dqk, const nf_real *qkv,
+                                             const nf_real *rstd, const nf_real *gq, const nf_real *gk, size_t row0,
+                                             int T, int d, int H, int h, int dh)
+{
+    for (size_t r = row0; r < row0 + (size_t)T; r++)
+        for (int part = 0; part < 2; part++) {
+            const size_t c = (size_t)part * d + (size_t)h * dh;
+            rms_row_backward(dqkv + r * 3 * d + c, dqk + r * 2 * d + c, qkv + r * 3 * d + c,
+                             rstd[r * 2 * H + (size_t)part * H + h], part ? gk : gq, dh);
+        }
 }
 
 enum { LANES = 16 };
@@ -306,13 +336,8 @@ static void forward_pair(const pair_job *j, int b, int h, nf_real *p)
     const nf_real *v = j->w.v + row0 * j->w.ldv + (size_t)h * dh;
     nf_real *o = j->w.o + row0 * d + (size_t)h * dh;
     if (A->qk_norm) /* this pair's rows of q and k, head h */
-        for (size_t r = row0; r < row0 + (size_t)T; r++)
-            for (int part = 0; part < 2; part++) {
-                const size_t c = (size_t)part * d + (size_t)h * dh;
-                j->w.rstd[r * 2 * A->heads + (size_t)part * A->heads + h] =
-                    rms_row(j->w.qk + r * 2 * d + c, j->w.qkv + r * 3 * d + c,
-                            j->P->value + (part ? A->k_gain : A->q_gain), dh);
-            }
+        rms_pair(j->w.qk, j->w.rstd, j->w.qkv, j->P->value + A->q_gain, j->P->value + A->k_gain, row0, T, d, A->heads,
+                 h, dh);
     probabilities(j, b, h, p, 0);
     for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
         const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T, c0 = key_lo(A, r0);
@@ -382,13 +407,8 @@ static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *
                 dk + (size_t)c0 * j->lddk, j->lddk);
     }
     if (A->qk_norm) /* dq, dk above were for the normalised rows: through the RMS norm into dqkv */
-        for (size_t r = row0; r < row0 + (size_t)T; r++)
-            for (int part = 0; part < 2; part++) {
-                const size_t c = (size_t)part * d + col;
-                rms_row_backward(j->dqkv + r * 3 * d + c, j->dq + r * 2 * d + c, j->w.qkv + r * 3 * d + c,
-                                 j->w.rstd[r * 2 * A->heads + (size_t)part * A->heads + h],
-                                 j->P->value + (part ? A->k_gain : A->q_gain), dh);
-            }
+        rms_pair_backward(j->dqkv, j->dq, j->w.qkv, j->w.rstd, j->P->value + A->q_gain, j->P->value + A->k_gain, row0,
+                          T, d, A->heads, h, dh);
 }
 
 static void backward_part(void *arg, int part, int nparts)
@@ -400,7 +420,7 @@ static void backward_part(void *arg, int part, int nparts)
         backward_pair(j, a / j->A->heads, a % j->A->heads, p, ds);
 }
 
-static void gain_grads(const nf_attention *A, nf_params *P, const nf_real *dqk, const views *w, int N)
+NF_SIMD_CLONES static void gain_grads(const nf_attention *A, nf_params *P, const nf_real *dqk, const views *w, int N)
 {
     const int d = A->d, H = A->heads, dh = A->dh;
     /* q's gains and k's on two threads: each sum keeps its order */
