@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tests/testutil.h"
 #include "training/model_file.h"
 #include "training/model_image.h"
 #include "training/trainer.h"
@@ -193,20 +194,13 @@ START_TEST(architectures_build_invert_and_round_trip)
         nf_rng *u = nf_rng_alloc(9, 0);
         ck_assert_int_eq(nf_model_image_bpd(m, bpd1, x, NULL, N, u), NF_OK);
         nf_rng_free(u);
-        char path[] = "/tmp/nf_image_model_XXXXXX";
-        int fd = mkstemp(path);
-        close(fd);
-        nf_model_meta meta = {0};
-        ck_assert_msg(nf_model_save(path, m, &meta, NULL) == NF_OK, "%s", nf_strerror_last());
-        nf_model *m2;
-        ck_assert_msg(nf_model_open(path, &m2, NULL) == NF_OK, "%s", nf_strerror_last());
+        nf_model *m2 = nf_test_model_reopen(m);
         ck_assert_str_eq(m2->type->kind, "image");
         ck_assert_int_eq(nf_model_image_config(m2)->arch, c.arch);
         u = nf_rng_alloc(9, 0);
         ck_assert_int_eq(nf_model_image_bpd(m2, bpd2, x, NULL, N, u), NF_OK);
         nf_rng_free(u);
         for (int i = 0; i < N; i++) ck_assert_msg(bpd1[i] == bpd2[i], "image %d: %g before saving, %g after", i, bpd1[i], bpd2[i]);
-        unlink(path);
         nf_model_free(m2);
         nf_model_free(m);
         nf_rng_free(r);
@@ -298,14 +292,7 @@ START_TEST(class_prior_counts_training_images_and_round_trips)
     ck_assert_int_eq(nf_model_image_class_prior(m, prior), 1);
     for (int k = 0; k < K; k++) ck_assert_msg(fabs(prior[k] - want[k]) < 1e-15, "prior[%d] %g, expected %g", k, prior[k], want[k]);
 
-    char path[] = "/tmp/nf_image_prior_XXXXXX";
-    int fd = mkstemp(path);
-    close(fd);
-    nf_model_meta meta = {0};
-    ck_assert_msg(nf_model_save(path, m, &meta, NULL) == NF_OK, "%s", nf_strerror_last());
-    nf_model *m2;
-    ck_assert_msg(nf_model_open(path, &m2, NULL) == NF_OK, "%s", nf_strerror_last());
-    unlink(path);
+    nf_model *m2 = nf_test_model_reopen(m);
     double prior2[K];
     ck_assert_int_eq(nf_model_image_class_prior(m2, prior2), 1);
     for (int k = 0; k < K; k++) ck_assert(prior2[k] == prior[k]);

@@ -19,8 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/rng.h"
+#include "training/model_file.h"
 
 double nf_test_relerr(double a, double b, double floor)
 {
@@ -595,4 +597,18 @@ void nf_test_pair_run(void *(*fn)(void *), void *arg0, void *arg1)
     void *arg[2] = {arg0, arg1};
     for (int k = 0; k < 2; k++) ck_assert_int_eq(pthread_create(&th[k], NULL, fn, arg[k]), 0);
     for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+}
+
+nf_model *nf_test_model_reopen(const nf_model *m)
+{
+    char path[] = "/tmp/nf_test_model_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_msg(fd >= 0, "mkstemp failed");
+    close(fd);
+    nf_model_meta meta = {0};
+    ck_assert_msg(nf_model_save(path, m, &meta, NULL) == NF_OK, "%s", nf_strerror_last());
+    nf_model *copy = NULL;
+    ck_assert_msg(nf_model_open(path, &copy, NULL) == NF_OK, "%s", nf_strerror_last());
+    unlink(path);
+    return copy;
 }

@@ -16,6 +16,11 @@ double nf_test_relerr(double a, double b, double floor);
 /* Fill x with uniform values in [lo, hi) from a seeded stream. */
 void nf_test_fill_uniform(nf_real *x, size_t n, double lo, double hi, uint64_t seed);
 void nf_test_fill_normal(nf_real *x, size_t n, double scale, uint64_t seed);
+/* m saved to a temporary model file (empty metadata) and opened again: the copy a later process
+ * would read (asserts that both succeed; the file is removed). */
+struct nf_model;
+struct nf_model *nf_test_model_reopen(const struct nf_model *m);
+
 /* Tolerances that depend on the build: tight in double, loose in float. */
 #ifdef NF_DOUBLE
 #define NF_TEST_TOL_ROUNDTRIP 1e-9
