@@ -151,7 +151,10 @@ static int plot_history(const plot_args *a)
     if (rc == NF_OK && n == 0) rc = nf_error(NF_EDATA, "%s: the training history is empty (no evaluation yet)", a->model);
     const char *metric = type ? nf_model_type_metric(type, (int)stage) : "log_likelihood";
     const int bits = !strcmp(metric, "neg_bits_per_dim"), mse = !strcmp(metric, "neg_mse"), elbo = !strcmp(metric, "elbo");
-    const int split = type && (type->loss_per || type->metric_per);
+    int any_val = 0; /* a fit without validation (--val-frac 0) has none: no line, no legend entry */
+    for (size_t i = 0; rc == NF_OK && i < n; i++) any_val |= isfinite(va[i]) != 0;
+    if (!any_val) va = (free(va), NULL);
+    const int split = type && (type->loss_per || type->metric_per) && va;
     nf_figure *fig = NULL;
     double *xs = NULL;
     if (rc == NF_OK) {
@@ -162,11 +165,16 @@ static int plot_history(const plot_args *a)
     if (rc == NF_OK) {
         for (size_t i = 0; i < n; i++) {
             xs[i] = (double)step[i];
-            if (bits || mse) tr[i] = -tr[i], va[i] = -va[i]; /* stored as -bits/dim, -mse: higher is better */
+            if (bits || mse) tr[i] = -tr[i]; /* stored as -bits/dim, -mse: higher is better */
+            if ((bits || mse) && va) va[i] = -va[i];
         }
         const char *ylabel = bits ? "bits per dimension" : mse ? "mean squared error" : elbo ? "ELBO (nats)"
                                                                                       : "mean log-likelihood (nats)";
-        if (!split) {
+        if (!split && type && type->loss_per) { /* training only, in its own unit */
+            char tl[96];
+            snprintf(tl, sizeof tl, "log-likelihood per %s (nats)", type->loss_per);
+            rc = history_panel(nf_figure_panel(fig, 0, 0), xs, n, tr, NULL, 0, "training history", tl);
+        } else if (!split) {
             rc = history_panel(nf_figure_panel(fig, 0, 0), xs, n, tr, va, bits || mse, "training history", ylabel);
         } else {
             char tl[96], vl[96];

@@ -80,7 +80,7 @@ static void progress(void *user, const nf_train_progress *p)
     else snprintf(step, sizeof step, "step %ld", p->step);
     char v1[32], v2[32], v3[32], tl[32], vl[32];
     const nf_model_type *type = c->r->model->type;
-    /* "ll/event" and "ll/seq" where the loss and the metric are per different things (tpp) */
+    /* "ll/event" and "ll/sequence" where the loss and the metric are per different things (tpp) */
     snprintf(tl, sizeof tl, "%s%s%s", m, type->loss_per ? "/" : "", type->loss_per ? type->loss_per : "");
     snprintf(vl, sizeof vl, "%s%s%s", m, type->metric_per ? "/" : "", type->metric_per ? type->metric_per : "");
     if (isfinite(p->best_val))

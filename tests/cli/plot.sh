@@ -55,6 +55,10 @@ check "--log draws the log-density ($logd of the heat map differs)" awk -v f="$l
 
 nfrun plot --history b.h5 -o h.png 2>/dev/null
 check "--history: PNG of 900 x 560" test "$("$PNGSTAT" h.png 2>/dev/null)" = "900 560"
+nfrun fit moons.h5 $FIT --steps 20 --val-frac 0 --eval-every 5 -o nv.h5 2>/dev/null
+nfrun plot --history nv.h5 -o hnv.png 2>/dev/null
+check "--history of a fit without validation: the training curve alone (PNG of 900 x 560)" \
+    test "$("$PNGSTAT" hnv.png 2>/dev/null)" = "900 560"
 
 nfrun data make gmm --dim 4 -n 2000 --seed 3 -o g.h5 >/dev/null 2>&1
 nfrun fit g.h5 $FIT --steps 30 -o g4.h5 2>/dev/null
