@@ -376,7 +376,6 @@ static void info_dependence(const char *path, nf_h5 *f, size_t n)
     nf_dep_split_free(&s);
 }
 
-/* A data file or a sample file: /x with its names and statistics, /context, /logp_true, /logp. */
 /* Images and videos (/x with image_shape or video_shape): their shape and levels, and one line of
  * statistics over all pixels in place of a table of thousands of pixel columns.  Returns 0 for
  * other data (or attributes that do not fit /x: the columns are shown as for any table). */
@@ -399,6 +398,7 @@ static int pixel_summary(nf_h5 *f, const nf_real *x, size_t n, size_t d)
     return 1;
 }
 
+/* A data file or a sample file: /x with its names and statistics, /context, /logp_true, /logp. */
 static int info_data(const char *path, nf_h5 *f, const char *format)
 {
     nf_source *src = NULL;
