@@ -337,7 +337,8 @@ int nf_image_import_npy(nf_image_set *s, const char *path, const char *labels, i
                       "channels))", path, nd);
     else if (shape[1] > NF_IMAGE_MAX_SIDE || shape[2] > NF_IMAGE_MAX_SIDE || (nd == 4 && shape[3] > 4))
         rc = nf_error(NF_EFORMAT, "%s: images of %zu x %zu pixels and %zu channels (expected at most %d on a side, "
-                      "1..4 channels)", path, shape[1], shape[2], nd == 4 ? shape[3] : 1, NF_IMAGE_MAX_SIDE);
+                      "1..4 channels%s)", path, shape[1], shape[2], nd == 4 ? shape[3] : 1, NF_IMAGE_MAX_SIDE,
+                      nd == 4 && shape[3] > 4 ? "; for videos (n, frames, height, width) give --video" : "");
     if (rc == NF_OK) {
         s->info = (nf_image_info){.h = (int)shape[1], .w = (int)shape[2], .c = nd == 4 ? (int)shape[3] : 1,
                                   .levels = levels};

@@ -101,6 +101,9 @@ bad "values beyond --levels" 1 "video 1, frame 1, pixel (0, 1) channel 0 is 7 (e
     bad.h5 data import v5.npy --levels 7 -o bad.h5
 npy v3.npy '|u1' '(2, 2, 2)' '\000\001\002\003\004\005\006\007'
 bad "--video with a 3-D NPY" 1 "a 3-D array (expected videos" bad.h5 data import v3.npy --video -o bad.h5
+npy v8.npy '|u1' '(1, 2, 1, 8)' '\000\001\002\003\004\005\006\007\000\001\002\003\004\005\006\007'
+bad "a 4-D NPY of 8 'channels' without --video suggests it" 1 "for videos (n, frames, height, width) give --video" \
+    bad.h5 data import v8.npy -o bad.h5
 
 # ---- bad inputs ---------------------------------------------------------------------------------
 bad "make video-balls --frames 0" 2 "--frames" bad.h5 data make video-balls --frames 0 -o bad.h5
