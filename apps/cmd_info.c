@@ -54,13 +54,14 @@ static void print_names(const char *label, char *const *names, size_t n)
     printf("%s\n", n > 20 ? ", ..." : "");
 }
 
-/* The history under group g ("/training/checkpoint/history", or a finished stage's); `stage` names
- * the stage of a model trained in stages (NULL: none).  The values as the metric says (unit): "bpd"
- * and "mse" are minus the stored metric, "ll" as is; type's loss_per and metric_per, when set, name
- * what the train and val columns are per. */
-static void print_history(nf_h5 *f, const char *g, const char *stage, const char *unit, const nf_model_type *type)
+/* The history under group g ("/training/checkpoint/history", or a finished stage's) of a stage whose
+ * metric is `metric`; `stage` names the stage of a model trained in stages (NULL: none).  Bits/dim
+ * and squared errors are minus the stored metric, log-likelihoods as stored; type's loss_per and
+ * metric_per, when set, name what the train and val columns are per. */
+static void print_history(nf_h5 *f, const char *g, const char *stage, const char *metric, const nf_model_type *type)
 {
-    const int bits = strcmp(unit, "ll") != 0;
+    const int bits = !strcmp(metric, "neg_bits_per_dim"), mse = !strcmp(metric, "neg_mse");
+    const char *unit = bits ? "bpd" : mse ? "mse" : "ll";
     double *ll = NULL, *val = NULL, *ep = NULL, *sec = NULL;
     int64_t *step = NULL;
     size_t n = 0, c;
@@ -84,7 +85,7 @@ static void print_history(nf_h5 *f, const char *g, const char *stage, const char
         size_t show = n < 8 ? n : 8;
         for (size_t k = 0; k < show; k++) {
             size_t i = n <= 8 ? k : (k * (n - 1)) / (show - 1);
-            const double sg = bits ? -1 : 1;
+            const double sg = bits || mse ? -1 : 1;
             printf("   %8lld %8.2f %15.4f %15.4f\n", (long long)step[i], ep[i], sg * ll[i], sg * val[i]);
         }
     }
@@ -281,20 +282,17 @@ static int info_model(const char *path)
                    bits ? "bits/dim" : mse ? "mse" : "nats", model->type->metric_per ? " per " : "",
                    model->type->metric_per ? model->type->metric_per : "", bstep);
         /* a model trained in stages: each finished stage's history, then the current one's */
-        const char *unit = bits ? "bpd" : mse ? "mse" : "ll";
         char g[96], name[64] = "";
         for (int k = 0; k < 16; k++) {
             snprintf(g, sizeof g, "/training/checkpoint/stages/%d", k);
             if (!nf_h5_exists(f, g)) break;
             if (nf_h5_attr_get_string(f, g, "name", name, sizeof name) != NF_OK) snprintf(name, sizeof name, "%d", k);
-            const char *m = nf_model_type_metric(model->type, k);
-            print_history(f, g, name, !strcmp(m, "neg_bits_per_dim") ? "bpd" : !strcmp(m, "neg_mse") ? "mse" : "ll",
-                          model->type);
+            print_history(f, g, name, nf_model_type_metric(model->type, k), model->type);
         }
         name[0] = 0;
         if (nf_h5_attr_exists(f, "/training/checkpoint", "stage_name"))
             nf_h5_attr_get_string(f, "/training/checkpoint", "stage_name", name, sizeof name);
-        print_history(f, "/training/checkpoint/history", name[0] ? name : NULL, unit, model->type);
+        print_history(f, "/training/checkpoint/history", name[0] ? name : NULL, metric, model->type);
     }
     nf_error_clear();
     nf_h5_close(f);
