@@ -20,6 +20,7 @@
 #include "nn/attention.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,7 @@
 #include "core/simd.h"
 #include "core/threads.h"
 #include "nn/nn_internal.h"
+#include "nn/rms_avx512.h"
 /* header-only fast exp (the float build's softmax), the one the flows' kernels use */
 #include "flows/fastmath.h"
 
@@ -143,16 +145,37 @@ static views cache_views(const nf_attention *A, const nf_real *ws, int n, int T)
     return w;
 }
 
-/* RMS norm of one head's row: r = 1/sqrt(mean(u^2) + eps), out = g * u * r; returns r.  The sum of
- * the dh squares, the square root and the division in the build's precision (they were in double:
- * with the rows of a pair in the vector clones below, that cost a fifth of the QK norm's time). */
+enum { LANES = 16 };
+
+/* A row's sum in LANES partial sums (lane l: entries l, l + LANES, ... in order), halved in a tree:
+ * stage w adds lane l + w to lane l, w = LANES/2 .. 1.  The QK norm's sums take this order so that
+ * nn/rms_avx512.c, which sums sixteen rows at once, gives the same bits.  LANE_SUM(lane, dh, term)
+ * adds term (of i) for i = 0..dh-1 to lane i % LANES, in that order. */
+static inline nf_real tree_sum(nf_real *lane)
+{
+    for (int w = LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
+}
+
+#define LANE_SUM(lane, dh, term)                                                                                  \
+    do {                                                                                                           \
+        for (int i0 = 0; i0 + LANES <= (dh); i0 += LANES) {                                                        \
+            _Pragma("omp simd") for (int l = 0; l < LANES; l++) {                                                  \
+                const int i = i0 + l;                                                                              \
+                lane[l] += (term);                                                                                 \
+            }                                                                                                      \
+        }                                                                                                          \
+        for (int i = (dh) / LANES * LANES; i < (dh); i++) lane[i % LANES] += (term);                               \
+    } while (0)
+
+/* RMS norm of one head's row: r = 1/sqrt(mean(u^2) + eps), out = g * u * r (out may be u); returns
+ * r.  All in the build's precision. */
 static inline nf_real rms_row(nf_real *out, const nf_real *u, const nf_real *g, int dh)
 {
-    nf_real s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < dh; i++) s += u[i] * u[i];
-    const nf_real r = 1 / SQRT(s / (nf_real)dh + (nf_real)QK_EPS);
-#pragma omp simd
+    nf_real lane[LANES] = {0};
+    LANE_SUM(lane, dh, u[i] * u[i]);
+    const nf_real r = 1 / SQRT(tree_sum(lane) / (nf_real)dh + (nf_real)QK_EPS);
     for (int i = 0; i < dh; i++) out[i] = g[i] * u[i] * r;
     return r;
 }
@@ -163,40 +186,94 @@ static inline nf_real rms_row(nf_real *out, const nf_real *u, const nf_real *g, 
 static inline void rms_row_backward(nf_real *du, const nf_real *dout, const nf_real *u, nf_real r, const nf_real *g,
                                     int dh)
 {
-    nf_real s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < dh; i++) s += g[i] * dout[i] * u[i] * r;
-    const nf_real m = s / (nf_real)dh;
-#pragma omp simd
+    nf_real lane[LANES] = {0};
+    LANE_SUM(lane, dh, g[i] * dout[i] * u[i] * r);
+    const nf_real m = tree_sum(lane) / (nf_real)dh;
     for (int i = 0; i < dh; i++) du[i] = r * (g[i] * dout[i] - u[i] * r * m);
 }
 
-/* The QK norm of head h over rows row0..row0+T-1 (one pair): q and k of qkv (ld 3d) into qk (ld 2d),
- * their 1/rms into rstd (2H per row: q's heads, then k's). */
-NF_SIMD_CLONES static void rms_pair(nf_real *qk, nf_real *rstd, const nf_real *qkv, const nf_real *gq,
-                                    const nf_real *gk, size_t row0, int T, int d, int H, int h, int dh)
+#ifndef NF_DOUBLE
+/* Can nn/rms_avx512.c's sixteen-row kernels run here (a CPU with AVX-512, dh % 16 == 0)?  They are
+ * float code: the double build always takes the rows one at a time. */
+static int rms16_cpu;
+static pthread_once_t rms16_once = PTHREAD_ONCE_INIT;
+static void rms16_probe(void)
 {
-    for (size_t r = row0; r < row0 + (size_t)T; r++)
-        for (int part = 0; part < 2; part++) {
-            const size_t c = (size_t)part * d + (size_t)h * dh;
-            rstd[r * 2 * H + (size_t)part * H + h] = rms_row(qk + r * 2 * d + c, qkv + r * 3 * d + c, part ? gk : gq, dh);
-        }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    rms16_cpu = nf_rms16_compiled() && __builtin_cpu_supports("avx512f");
+#endif
+}
+static int rms16_usable(int dh)
+{
+    pthread_once(&rms16_once, rms16_probe);
+    return rms16_cpu && dh % 16 == 0;
+}
+#endif
+
+NF_SIMD_CLONES void nf_attention_rms_rows(nf_real *out, size_t ldo, nf_real *rstd, size_t ldr, const nf_real *u, size_t ldu,
+                           const nf_real *g, int rows, int dh, int vector)
+{
+    int r = 0;
+#ifdef NF_DOUBLE
+    (void)vector;
+#else
+    if (vector && rms16_usable(dh)) {
+        nf_real spare[16];
+        for (; r + 16 <= rows; r += 16)
+            nf_rms16_forward(out + r * ldo, ldo, rstd ? rstd + r * ldr : spare, rstd ? ldr : 1, u + r * ldu, ldu, g,
+                             dh, (nf_real)QK_EPS);
+    }
+#endif
+    for (; r < rows; r++) {
+        const nf_real rs = rms_row(out + r * ldo, u + r * ldu, g, dh);
+        if (rstd) rstd[r * ldr] = rs;
+    }
+}
+
+NF_SIMD_CLONES void nf_attention_rms_rows_backward(nf_real *du, size_t lddu, const nf_real *dy, size_t lddy,
+                                                   const nf_real *u, size_t ldu, const nf_real *rstd, size_t ldr,
+                                                   const nf_real *g, int rows, int dh, int vector)
+{
+    int r = 0;
+#ifdef NF_DOUBLE
+    (void)vector;
+#else
+    if (vector && rms16_usable(dh))
+        for (; r + 16 <= rows; r += 16)
+            nf_rms16_backward(du + r * lddu, lddu, dy + r * lddy, lddy, u + r * ldu, ldu, rstd + r * ldr, ldr, g, dh);
+#endif
+    for (; r < rows; r++) rms_row_backward(du + r * lddu, dy + r * lddy, u + r * ldu, rstd[r * ldr], g, dh);
+}
+
+/* The QK norm of rows r0..r1-1, all heads: q and k of qkv (ld 3d) into qk (ld 2d), their 1/rms
+ * into rstd (2H per row: q's heads, then k's).  Sixteen rows at a time, every head of them before
+ * the next sixteen: the rows' q|k (2d of each 3d) are read in the order they lie, where a pass per
+ * (sequence, head) pair read one cache line of each row per head. */
+static void qk_norm_rows(nf_real *qk, nf_real *rstd, const nf_real *qkv, const nf_real *gq, const nf_real *gk,
+                         size_t r0, size_t r1, int d, int H, int dh)
+{
+    for (size_t r = r0; r < r1; r += 16) {
+        const int rows = r1 - r < 16 ? (int)(r1 - r) : 16;
+        for (int c = 0; c < 2 * H; c++) /* column c * dh: q's heads, then k's */
+            nf_attention_rms_rows(qk + r * 2 * d + (size_t)c * dh, 2 * (size_t)d, rstd + r * 2 * H + c, 2 * (size_t)H,
+                                  qkv + r * 3 * d + (size_t)c * dh, 3 * (size_t)d, c < H ? gq : gk, rows, dh, 1);
+    }
 }
 
 /* Its backward: dq, dk (ld 2d) of the normalised rows into the raw rows' dqkv (ld 3d). */
-NF_SIMD_CLONES static void rms_pair_backward(nf_real *dqkv, const nf_real *dqk, const nf_real *qkv,
-                                             const nf_real *rstd, const nf_real *gq, const nf_real *gk, size_t row0,
-                                             int T, int d, int H, int h, int dh)
+static void rms_pair_backward(nf_real *dqkv, const nf_real *dqk, const nf_real *qkv, const nf_real *rstd,
+                              const nf_real *gq, const nf_real *gk, size_t row0, int T, int d, int H, int h, int dh)
 {
-    for (size_t r = row0; r < row0 + (size_t)T; r++)
-        for (int part = 0; part < 2; part++) {
-            const size_t c = (size_t)part * d + (size_t)h * dh;
-            rms_row_backward(dqkv + r * 3 * d + c, dqk + r * 2 * d + c, qkv + r * 3 * d + c,
-                             rstd[r * 2 * H + (size_t)part * H + h], part ? gk : gq, dh);
-        }
+    for (int part = 0; part < 2; part++) {
+        const size_t c = (size_t)part * d + (size_t)h * dh;
+        nf_attention_rms_rows_backward(dqkv + row0 * 3 * d + c, 3 * (size_t)d, dqk + row0 * 2 * d + c, 2 * (size_t)d,
+                                       qkv + row0 * 3 * d + c, 3 * (size_t)d,
+                                       rstd + row0 * 2 * H + (size_t)part * H + h, 2 * (size_t)H, part ? gk : gq, T,
+                                       dh, 1);
+    }
 }
 
-enum { LANES = 16 };
 
 /* In place over s[0..len-1]: p_j = exp(s_j - m) / z, m = max_k s_k, z = sum_k exp(s_k - m);
  * stat = (m, 1/z) when not NULL; s[len..padded-1] (finite, padded_len) become 0.  The loops run over
@@ -335,15 +412,21 @@ static void forward_pair(const pair_job *j, int b, int h, nf_real *p)
     const size_t row0 = (size_t)b * T;
     const nf_real *v = j->w.v + row0 * j->w.ldv + (size_t)h * dh;
     nf_real *o = j->w.o + row0 * d + (size_t)h * dh;
-    if (A->qk_norm) /* this pair's rows of q and k, head h */
-        rms_pair(j->w.qk, j->w.rstd, j->w.qkv, j->P->value + A->q_gain, j->P->value + A->k_gain, row0, T, d, A->heads,
-                 h, dh);
     probabilities(j, b, h, p, 0);
     for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
         const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T, c0 = key_lo(A, r0);
         nf_gemm(0, 0, r1 - r0, dh, r1 - c0, 1, p + (size_t)r0 * T + c0, T, v + (size_t)c0 * j->w.ldv, j->w.ldv, 0,
                 o + (size_t)r0 * d, d);
     }
+}
+
+static void qk_norm_part(void *arg, int part, int nparts)
+{
+    const pair_job *j = arg;
+    const nf_attention *A = j->A;
+    const size_t N = (size_t)j->n * j->T;
+    qk_norm_rows(j->w.qk, j->w.rstd, j->w.qkv, j->P->value + A->q_gain, j->P->value + A->k_gain, N * part / nparts,
+                 N * (part + 1) / nparts, A->d, A->heads, A->dh);
 }
 
 static void forward_part(void *arg, int part, int nparts)
@@ -366,6 +449,7 @@ void nf_attention_forward(const nf_attention *A, const nf_params *P, nf_real *ws
     nf_linear_forward(&A->qkv, P, NULL, w.qkv, x, N);
     pair_job j = {A, P, w, NULL, NULL, NULL, NULL, scratch_tiles(A, scratch, n, T), NULL, 0, 0, n, T};
     const int t = pair_threads(n * H, 2.0 * n * H * (double)T * T * dh);
+    if (A->qk_norm) nf_threads_run(t, t, qk_norm_part, &j);
     nf_threads_run(t, t, forward_part, &j);
     nf_linear_forward(&A->out, P, NULL, y, w.o, N);
 }
@@ -501,16 +585,18 @@ static void step_part(void *arg, int part, int nparts)
     const int d = A->d, H = A->heads, dh = A->dh, t0 = j->t0, m = j->m, L = t0 + m, Tmax = j->Tmax;
     const nf_real scale = (nf_real)(1.0 / sqrt((double)dh));
     nf_real *s = j->s + (size_t)part * m * Tmax, *Kc = j->kv, *Vc = j->kv + (size_t)j->n * Tmax * d;
-    for (int b = (int)((long)j->n * part / nparts); b < (int)((long)j->n * (part + 1) / nparts); b++) {
+    const int b0 = (int)((long)j->n * part / nparts), b1 = (int)((long)j->n * (part + 1) / nparts);
+    if (A->qk_norm) /* the part's rows, in place: all its sequences' rows follow each other */
+        for (int c = 0; c < 2 * H; c++) {
+            nf_real *u = j->qkv + (size_t)b0 * m * 3 * d + (size_t)c * dh; /* q's heads, then k's */
+            nf_attention_rms_rows(u, 3 * (size_t)d, NULL, 0, u, 3 * (size_t)d,
+                                  j->P->value + (c < H ? A->q_gain : A->k_gain), (b1 - b0) * m, dh, 1);
+        }
+    for (int b = b0; b < b1; b++) {
         nf_real *rows = j->qkv + (size_t)b * m * 3 * d;
         nf_real *kb = Kc + (size_t)b * Tmax * d, *vb = Vc + (size_t)b * Tmax * d;
         for (int r = 0; r < m; r++) {
             nf_real *row = rows + (size_t)r * 3 * d;
-            if (A->qk_norm)
-                for (int h = 0; h < H; h++) {
-                    rms_row(row + (size_t)h * dh, row + (size_t)h * dh, j->P->value + A->q_gain, dh);
-                    rms_row(row + d + (size_t)h * dh, row + d + (size_t)h * dh, j->P->value + A->k_gain, dh);
-                }
             memcpy(kb + (size_t)(t0 + r) * d, row + d, (size_t)d * sizeof *kb);
             memcpy(vb + (size_t)(t0 + r) * d, row + 2 * d, (size_t)d * sizeof *vb);
         }

@@ -22,6 +22,7 @@
 #include "core/params.h"
 #include "core/rng.h"
 #include "nn/attention.h"
+#include "nn/nn_internal.h"
 #include "tests/testutil.h"
 
 #ifdef NF_DOUBLE
@@ -162,6 +163,51 @@ START_TEST(test_forward_reference)
     check_reference(3, 1, 6, 3, NF_QK_RMS);
     check_reference(2, 150, 8, 2, NF_QK_NONE);
     check_reference(1, 130, 12, 3, NF_QK_RMS);
+    check_reference(2, 37, 64, 4, NF_QK_RMS); /* dh 16: sixteen-row QK norm kernels, and a remainder */
+    check_reference(1, 21, 64, 2, NF_QK_RMS); /* dh 32 */
+}
+END_TEST
+
+/* The QK norm sixteen rows at a time (nn/rms_avx512.c, where the build and CPU have it) gives the
+ * bits of the row-at-a-time reference, forward (also in place) and backward, for dh 16, 32 and 24
+ * (not a multiple of 16: the reference only), over 37 rows (two groups of 16 and a remainder). */
+START_TEST(test_qk_norm_rows)
+{
+    const int rows = 37, ld = 80;
+    const int dhs[] = {16, 32, 24};
+    const size_t nm = (size_t)rows * ld;
+    nf_real *u = malloc(nm * sizeof *u), *dy = malloc(nm * sizeof *dy), *g = malloc(64 * sizeof *g);
+    nf_real *o0 = malloc(nm * sizeof *o0), *o1 = malloc(nm * sizeof *o1), *ip = malloc(nm * sizeof *ip);
+    nf_real r0[2 * 37], r1[2 * 37];
+    ck_assert(u && dy && g && o0 && o1 && ip);
+    nf_test_fill_uniform(u, nm, -2.5, 2.1, 901);
+    nf_test_fill_uniform(dy, nm, -1.2, 1.4, 902);
+    nf_test_fill_uniform(g, 64, 0.4, 1.7, 903);
+    for (int k = 0; k < 3; k++) {
+        const int dh = dhs[k];
+        memset(o0, 0, nm * sizeof *o0), memset(o1, 0, nm * sizeof *o1);
+        nf_attention_rms_rows(o0, ld, r0, 2, u, ld, g, rows, dh, 0);
+        nf_attention_rms_rows(o1, ld, r1, 2, u, ld, g, rows, dh, 1);
+        ck_assert_msg(memcmp(o0, o1, nm * sizeof *o0) == 0, "dh %d: forward rows differ from the reference", dh);
+        for (int r = 0; r < rows; r++)
+            ck_assert_msg(r0[2 * r] == r1[2 * r] && r0[2 * r] > 0, "dh %d row %d: 1/rms %.9g, reference %.9g", dh, r,
+                          (double)r1[2 * r], (double)r0[2 * r]);
+        /* one row against its definition */
+        double ss = 0;
+        for (int i = 0; i < dh; i++) ss += (double)u[5 * ld + i] * u[5 * ld + i];
+        const double rr = 1 / sqrt(ss / dh + 1e-6);
+        ck_assert_msg(nf_test_relerr(r0[10], rr, 1) < 1e-6, "dh %d: 1/rms %.9g, definition %.9g", dh, (double)r0[10], rr);
+        for (int i = 0; i < dh; i++)
+            ck_assert_msg(nf_test_relerr(o0[5 * ld + i], g[i] * u[5 * ld + i] * rr, 1) < 1e-5, "dh %d: out[%d]", dh, i);
+        memcpy(ip, u, nm * sizeof *ip);
+        nf_attention_rms_rows(ip, ld, NULL, 0, ip, ld, g, rows, dh, 1);
+        for (int r = 0; r < rows; r++)
+            ck_assert_msg(memcmp(ip + r * ld, o0 + r * ld, (size_t)dh * sizeof *ip) == 0, "dh %d: in place, row %d", dh, r);
+        nf_attention_rms_rows_backward(o0, ld, dy, ld, u, ld, r0, 2, g, rows, dh, 0);
+        nf_attention_rms_rows_backward(o1, ld, dy, ld, u, ld, r0, 2, g, rows, dh, 1);
+        ck_assert_msg(memcmp(o0, o1, nm * sizeof *o0) == 0, "dh %d: backward rows differ from the reference", dh);
+    }
+    free(u), free(dy), free(g), free(o0), free(o1), free(ip);
 }
 END_TEST
 
@@ -239,6 +285,7 @@ START_TEST(test_gradients)
     check_gradients(2, 5, 8, 2, NF_QK_NONE);
     check_gradients(2, 5, 8, 2, NF_QK_RMS);
     check_gradients(1, 70, 4, 2, NF_QK_RMS); /* two row blocks */
+    check_gradients(1, 18, 32, 2, NF_QK_RMS); /* dh 16 */
 #endif
 }
 END_TEST
@@ -274,6 +321,7 @@ START_TEST(test_decode)
     check_decode(2, 5, 8, 2, NF_QK_NONE);
     check_decode(2, 5, 8, 2, NF_QK_RMS);
     check_decode(3, 70, 12, 4, NF_QK_RMS);
+    check_decode(17, 24, 64, 4, NF_QK_RMS); /* dh 16: the step normalises its 17 sequences 16 at a time */
 }
 END_TEST
 
@@ -413,6 +461,7 @@ static Suite *attention_suite(void)
     TCase *t = tcase_create("core");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_forward_reference);
+    tcase_add_test(t, test_qk_norm_rows);
     tcase_add_test(t, test_gradients);
     tcase_add_test(t, test_decode);
     tcase_add_test(t, test_causal);

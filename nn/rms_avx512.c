@@ -1,0 +1,119 @@
+/* nn/rms_avx512.c - the QK RMS norm of attention (nn/attention.c) sixteen rows at a time, AVX-512.
+ *
+ * A row of the norm is one head's q or k, dh values (16 in TarFlow's default width 64 with 4 heads):
+ *     forward   s = sum_i u_i^2,  r = 1 / sqrt(s / dh + eps),  out_i = (g_i u_i) r
+ *     backward  s = sum_i ((g_i dy_i) u_i) r,  m = s / dh,  du_i = r ((g_i dy_i) - (u_i r) m)
+ * One row at a time, each sum is a horizontal reduction of one vector and then a scalar square root
+ * and division: a chain of dependent operations that left the norm at about a tenth of a TarFlow
+ * step.  Here sixteen rows go together: each row's sixteen lane sums (lane l sums entries l, l + 16,
+ * ... in order) are transposed into one vector of sixteen row sums by four stages of shuffles, then
+ * one vector square root and division serve all sixteen rows.
+ *
+ * The result is bit for bit that of the scalar reference in nn/attention.c (rms_row and
+ * rms_row_backward): the same lane sums, halved in the same tree (stage w adds lane l + w to lane l,
+ * w = 8, 4, 2, 1; each stage below is that addition for several rows at once), every operation
+ * correctly rounded and in the same order (no fused multiply-adds: the build uses
+ * -ffp-contract=off).  Only this file is compiled for AVX-512 (the Makefile adds -mavx512f on
+ * x86-64); nn/attention.c calls it only for the float build, dh a multiple of 16 and a CPU with
+ * AVX-512F.
+ */
+#include "nn/rms_avx512.h"
+
+#if defined(__AVX512F__) && !defined(NF_DOUBLE)
+#include <immintrin.h>
+
+int nf_rms16_compiled(void) { return 1; }
+
+/* Sixteen vectors of lane sums (v[r]: row r's) into one vector of the sixteen rows' tree sums. */
+static __m512 transpose_sums(__m512 v[16])
+{
+    __m512 a[8], b[4], c[2];
+    /* w = 8: rows 2k, 2k+1 -> [row 2k's lanes 0-7 | row 2k+1's], each lane l + its lane l + 8 */
+    for (int k = 0; k < 8; k++)
+        a[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
+    /* w = 4: 128-bit lane q of b[j] holds row 4j + q's lanes 0-3 */
+    for (int j = 0; j < 4; j++)
+        b[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * j], a[2 * j + 1], 0x88),
+                             _mm512_shuffle_f32x4(a[2 * j], a[2 * j + 1], 0xDD));
+    /* w = 2: 128-bit lane q of c[i] holds rows 8i + q and 8i + 4 + q, lanes 0-1 each */
+    for (int i = 0; i < 2; i++)
+        c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* w = 1: entry 4q + s holds row q + 4s; put row r at entry r */
+    const __m512 d = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, d);
+}
+
+void nf_rms16_forward(float *out, size_t ldo, float *rstd, size_t ldr, const float *u, size_t ldu, const float *g,
+                      int dh, float eps)
+{
+    __m512 v[16];
+    for (int r = 0; r < 16; r++) {
+        const float *ur = u + r * ldu;
+        __m512 s = _mm512_setzero_ps();
+        for (int i = 0; i < dh; i += 16) {
+            const __m512 x = _mm512_loadu_ps(ur + i);
+            s = _mm512_add_ps(s, _mm512_mul_ps(x, x));
+        }
+        v[r] = s;
+    }
+    const __m512 s = transpose_sums(v);
+    const __m512 rv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(_mm512_add_ps(
+                                                              _mm512_div_ps(s, _mm512_set1_ps((float)dh)), _mm512_set1_ps(eps))));
+    float rs[16];
+    _mm512_storeu_ps(rs, rv);
+    for (int r = 0; r < 16; r++) {
+        const float *ur = u + r * ldu;
+        float *orow = out + r * ldo;
+        const __m512 rr = _mm512_set1_ps(rs[r]);
+        for (int i = 0; i < dh; i += 16)
+            _mm512_storeu_ps(orow + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(g + i), _mm512_loadu_ps(ur + i)), rr));
+        rstd[r * ldr] = rs[r];
+    }
+}
+
+void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, const float *u, size_t ldu,
+                       const float *rstd, size_t ldr, const float *g, int dh)
+{
+    __m512 v[16];
+    for (int r = 0; r < 16; r++) {
+        const float *ur = u + r * ldu, *dyr = dy + r * lddy;
+        const __m512 rr = _mm512_set1_ps(rstd[r * ldr]);
+        __m512 s = _mm512_setzero_ps();
+        for (int i = 0; i < dh; i += 16) {
+            const __m512 gd = _mm512_mul_ps(_mm512_loadu_ps(g + i), _mm512_loadu_ps(dyr + i));
+            s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_mul_ps(gd, _mm512_loadu_ps(ur + i)), rr));
+        }
+        v[r] = s;
+    }
+    float ms[16];
+    _mm512_storeu_ps(ms, _mm512_div_ps(transpose_sums(v), _mm512_set1_ps((float)dh)));
+    for (int r = 0; r < 16; r++) {
+        const float *ur = u + r * ldu, *dyr = dy + r * lddy;
+        float *dur = du + r * lddu;
+        const __m512 rr = _mm512_set1_ps(rstd[r * ldr]), mm = _mm512_set1_ps(ms[r]);
+        for (int i = 0; i < dh; i += 16) {
+            const __m512 gd = _mm512_mul_ps(_mm512_loadu_ps(g + i), _mm512_loadu_ps(dyr + i));
+            const __m512 ur_m = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(ur + i), rr), mm);
+            _mm512_storeu_ps(dur + i, _mm512_mul_ps(rr, _mm512_sub_ps(gd, ur_m)));
+        }
+    }
+}
+#else
+int nf_rms16_compiled(void) { return 0; }
+
+void nf_rms16_forward(float *out, size_t ldo, float *rstd, size_t ldr, const float *u, size_t ldu, const float *g,
+                      int dh, float eps)
+{
+    (void)out, (void)ldo, (void)rstd, (void)ldr, (void)u, (void)ldu, (void)g, (void)dh, (void)eps;
+}
+
+void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, const float *u, size_t ldu,
+                       const float *rstd, size_t ldr, const float *g, int dh)
+{
+    (void)du, (void)lddu, (void)dy, (void)lddy, (void)u, (void)ldu, (void)rstd, (void)ldr, (void)g, (void)dh;
+}
+#endif
