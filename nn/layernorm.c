@@ -99,19 +99,34 @@ void nf_layernorm_grad_input(const nf_layernorm *L, const nf_params *P, nf_real 
 }
 
 /* Parameter gradients sum over rows, columns c0..c1 only: callers split the columns, so no two
- * threads write the same entry. */
-void nf_layernorm_grad_params(const nf_layernorm *L, nf_params *P, const nf_real *dy, const nf_real *x,
-                              const nf_real *cache, int n, int c0, int c1)
+ * threads write the same entry.  The sums run in local arrays of LN_CHUNK columns (the same additions
+ * in the same order as into dgamma and dbeta, which the compiler must otherwise load and store at
+ * every row, since they may alias the inputs), in the vector clones. */
+#define LN_CHUNK 64
+NF_SIMD_CLONES static void grad_params_simd(const nf_layernorm *L, nf_params *P, const nf_real *dy, const nf_real *x,
+                                            const nf_real *cache, int n, int c0, int c1)
 {
     const int C = L->width;
     nf_real *dgamma = P->grad + L->gamma, *dbeta = P->grad + L->beta;
-    for (int r = 0; r < n; r++) {
-        const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
-        const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
+    for (int j0 = c0; j0 < c1; j0 += LN_CHUNK) {
+        const int m = c1 - j0 < LN_CHUNK ? c1 - j0 : LN_CHUNK;
+        nf_real ag[LN_CHUNK], ab[LN_CHUNK];
+        for (int i = 0; i < m; i++) ag[i] = dgamma[j0 + i], ab[i] = dbeta[j0 + i];
+        for (int r = 0; r < n; r++) {
+            const nf_real *xr = x + (size_t)r * C + j0, *dyr = dy + (size_t)r * C + j0;
+            const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
 #pragma omp simd
-        for (int i = c0; i < c1; i++) {
-            dgamma[i] += dyr[i] * (xr[i] - mu) * rs;
-            dbeta[i] += dyr[i];
+            for (int i = 0; i < m; i++) {
+                ag[i] += dyr[i] * (xr[i] - mu) * rs;
+                ab[i] += dyr[i];
+            }
         }
+        for (int i = 0; i < m; i++) dgamma[j0 + i] = ag[i], dbeta[j0 + i] = ab[i];
     }
+}
+
+void nf_layernorm_grad_params(const nf_layernorm *L, nf_params *P, const nf_real *dy, const nf_real *x,
+                              const nf_real *cache, int n, int c0, int c1)
+{
+    grad_params_simd(L, P, dy, x, cache, n, c0, c1);
 }
