@@ -28,7 +28,7 @@
 #include "core/simd.h"
 #include "core/threads.h"
 #include "nn/nn_internal.h"
-#include "nn/rms_avx512.h"
+#include "nn/attention_avx512.h"
 /* header-only fast exp (the float build's softmax), the one the flows' kernels use */
 #include "flows/fastmath.h"
 
@@ -149,7 +149,7 @@ enum { LANES = 16 };
 
 /* A row's sum in LANES partial sums (lane l: entries l, l + LANES, ... in order), halved in a tree:
  * stage w adds lane l + w to lane l, w = LANES/2 .. 1.  The QK norm's sums take this order so that
- * nn/rms_avx512.c, which sums sixteen rows at once, gives the same bits.  LANE_SUM(lane, dh, term)
+ * nn/attention_avx512.c, which sums sixteen rows at once, gives the same bits.  LANE_SUM(lane, dh, term)
  * adds term (of i) for i = 0..dh-1 to lane i % LANES, in that order. */
 static inline nf_real tree_sum(nf_real *lane)
 {
@@ -192,23 +192,24 @@ static inline void rms_row_backward(nf_real *du, const nf_real *dout, const nf_r
     for (int i = 0; i < dh; i++) du[i] = r * (g[i] * dout[i] - u[i] * r * m);
 }
 
-#ifndef NF_DOUBLE
-/* Can nn/rms_avx512.c's sixteen-row kernels run here (a CPU with AVX-512, dh % 16 == 0)?  They are
- * float code: the double build always takes the rows one at a time. */
-static int rms16_cpu;
-static pthread_once_t rms16_once = PTHREAD_ONCE_INIT;
-static void rms16_probe(void)
+/* Can nn/attention_avx512.c's kernels run here (the float build, a CPU with AVX-512)?  They are
+ * float code: the double build always takes the portable code. */
+static int avx512_cpu;
+static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
+static void avx512_probe(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(NF_DOUBLE)
     __builtin_cpu_init();
-    rms16_cpu = nf_rms16_compiled() && __builtin_cpu_supports("avx512f");
+    avx512_cpu = nf_rms16_compiled() && __builtin_cpu_supports("avx512f");
 #endif
 }
-static int rms16_usable(int dh)
+static int avx512_usable(void)
 {
-    pthread_once(&rms16_once, rms16_probe);
-    return rms16_cpu && dh % 16 == 0;
+    pthread_once(&avx512_once, avx512_probe);
+    return avx512_cpu;
 }
+#ifndef NF_DOUBLE
+static int rms16_usable(int dh) { return dh % 16 == 0 && avx512_usable(); }
 #endif
 
 NF_SIMD_CLONES void nf_attention_rms_rows(nf_real *out, size_t ldo, nf_real *rstd, size_t ldr, const nf_real *u, size_t ldu,
@@ -349,6 +350,42 @@ NF_SIMD_CLONES static void softmax_grad_row(const nf_real *p, nf_real *s, int n,
     for (int j = 0; j < n; j++) s[j] = p[j] * (s[j] - dt) * scale;
 }
 
+/* The two softmax passes on nn/attention_avx512.c's kernels where vec (avx512_usable()) says so:
+ * the same bits, without the scalar chains that the clones above make of their trees. */
+static void softmax_row_on(int vec, nf_real *s, int len, int padded, nf_real *stat)
+{
+#ifndef NF_DOUBLE
+    if (vec) {
+        nf_attn512_softmax_row(s, len, padded, stat);
+        return;
+    }
+#endif
+    (void)vec;
+    softmax_row(s, len, padded, stat);
+}
+
+static void softmax_grad_row_on(int vec, const nf_real *p, nf_real *s, int n, nf_real scale)
+{
+#ifndef NF_DOUBLE
+    if (vec) {
+        nf_attn512_softmax_grad_row(p, s, n, scale);
+        return;
+    }
+#endif
+    (void)vec;
+    softmax_grad_row(p, s, n, scale);
+}
+
+void nf_attention_softmax_row(nf_real *s, int len, int padded, nf_real *stat, int vector)
+{
+    softmax_row_on(vector && avx512_usable(), s, len, padded, stat);
+}
+
+void nf_attention_softmax_grad_row(const nf_real *p, nf_real *s, int n, nf_real scale, int vector)
+{
+    softmax_grad_row_on(vector && avx512_usable(), p, s, n, scale);
+}
+
 /* The per-part tiles at the end of the scratch. */
 static nf_real *scratch_tiles(const nf_attention *A, nf_real *scratch, int n, int T)
 {
@@ -381,6 +418,7 @@ static int pair_threads(int pairs, double flops)
  * (zero_left_of_window).  Columns >= r1 are not written (nor, without a window, any left of c0 = 0). */
 static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again)
 {
+    const int vec = avx512_usable();
     const nf_attention *A = j->A;
     const int T = j->T, dh = A->dh;
     const size_t row0 = (size_t)b * T;
@@ -397,7 +435,7 @@ static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again
             if (again)
                 softmax_row_again(pi + lo, len, padded, stat + 2 * (size_t)i);
             else
-                softmax_row(pi + lo, len, padded, stat + 2 * (size_t)i);
+                softmax_row_on(vec, pi + lo, len, padded, stat + 2 * (size_t)i);
             zero_left_of_window(pi, c0, lo);
             for (int c = lo + padded; c < r1; c++) pi[c] = 0;
         }
@@ -459,6 +497,7 @@ void nf_attention_forward(const nf_attention *A, const nf_params *P, nf_real *ws
  *   dq = dS k,  dk = dS^T q,  dv = P^T dO   (written, not added: each pair owns its columns). */
 static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *ds)
 {
+    const int vec = avx512_usable();
     const nf_attention *A = j->A;
     const int T = j->T, dh = A->dh, d = A->d, ldq = j->w.ldq, ldk = j->w.ldk, ldv = j->w.ldv;
     const size_t row0 = (size_t)b * T, col = (size_t)h * dh;
@@ -475,7 +514,7 @@ static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *
             const nf_real *pi = p + (size_t)i * T;
             nf_real *si = ds + (size_t)i * T;
             const int lo = key_lo(A, i), end = lo + padded_len(lo, i, r1); /* P is 0 right of i */
-            softmax_grad_row(pi + lo, si + lo, end - lo, scale);
+            softmax_grad_row_on(vec, pi + lo, si + lo, end - lo, scale);
             zero_left_of_window(si, c0, lo);
             for (int c = i + 1; c < r1; c++) si[c] = 0;
         }
@@ -580,6 +619,7 @@ typedef struct step_job {
  * o = S V. */
 static void step_part(void *arg, int part, int nparts)
 {
+    const int vec = avx512_usable();
     const step_job *j = arg;
     const nf_attention *A = j->A;
     const int d = A->d, H = A->heads, dh = A->dh, t0 = j->t0, m = j->m, L = t0 + m, Tmax = j->Tmax;
@@ -608,7 +648,7 @@ static void step_part(void *arg, int part, int nparts)
                 nf_real *sr = s + (size_t)r * Lw;
                 const int lo = key_lo(A, t0 + r) - c0;
                 const int len = t0 + r + 1 - c0 - lo;
-                softmax_row(sr + lo, len, len, NULL);
+                softmax_row_on(vec, sr + lo, len, len, NULL);
                 for (int c = 0; c < lo; c++) sr[c] = 0;
                 for (int c = t0 + r + 1 - c0; c < Lw; c++) sr[c] = 0;
             }

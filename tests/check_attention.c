@@ -455,6 +455,36 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The softmax of a row and its backward on nn/attention_avx512.c's kernels (where the build and CPU
+ * have them) give the bits of the portable code: lengths 1..70, padded to whole vectors or not,
+ * scores spread over [-100, 30] (exp's clamp at -87.3 included). */
+START_TEST(test_softmax_rows)
+{
+    enum { MAXN = 96 };
+    nf_real s0[MAXN], s1[MAXN], p[MAXN], d0[MAXN], d1[MAXN], st0[2], st1[2];
+    for (int len = 1; len <= 70; len++)
+        for (int pad = 0; pad < 2; pad++) {
+            const int padded = pad ? (len + 15) / 16 * 16 : len;
+            nf_test_fill_uniform(s0, MAXN, len % 3 ? -4.0 : -100.0, len % 5 ? 4.0 : 30.0, 1000 + (uint64_t)len);
+            memcpy(s1, s0, sizeof s0);
+            nf_attention_softmax_row(s0, len, padded, st0, 0);
+            nf_attention_softmax_row(s1, len, padded, st1, 1);
+            ck_assert_msg(memcmp(s0, s1, sizeof s0) == 0 && st0[0] == st1[0] && st0[1] == st1[1],
+                          "softmax len %d padded %d: the kernel differs from the portable code", len, padded);
+            double sum = 0;
+            for (int j = 0; j < padded; j++) sum += s0[j];
+            for (int j = len; j < padded; j++) ck_assert(s0[j] == 0);
+            ck_assert_msg(fabs(sum - 1) < 1e-5, "softmax len %d: the probabilities sum to %.9g", len, sum);
+            memcpy(p, s0, sizeof p);
+            nf_test_fill_uniform(d0, MAXN, -2.0, 2.0, 2000 + (uint64_t)len);
+            memcpy(d1, d0, sizeof d0);
+            nf_attention_softmax_grad_row(p, d0, padded, (nf_real)0.25, 0);
+            nf_attention_softmax_grad_row(p, d1, padded, (nf_real)0.25, 1);
+            ck_assert_msg(memcmp(d0, d1, sizeof d0) == 0, "softmax backward n %d: the kernel differs", padded);
+        }
+}
+END_TEST
+
 static Suite *attention_suite(void)
 {
     Suite *s = suite_create("attention");
@@ -462,6 +492,7 @@ static Suite *attention_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_forward_reference);
     tcase_add_test(t, test_qk_norm_rows);
+    tcase_add_test(t, test_softmax_rows);
     tcase_add_test(t, test_gradients);
     tcase_add_test(t, test_decode);
     tcase_add_test(t, test_causal);

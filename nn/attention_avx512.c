@@ -1,6 +1,14 @@
-/* nn/rms_avx512.c - the QK RMS norm of attention (nn/attention.c) sixteen rows at a time, AVX-512.
+/* nn/attention_avx512.c - attention's row kernels in AVX-512 (nn/attention.c): the QK RMS norm
+ * sixteen rows at a time, and the softmax of a row of scores and its backward.
  *
- * A row of the norm is one head's q or k, dh values (16 in TarFlow's default width 64 with 4 heads):
+ * Each gives the bits of the portable code in nn/attention.c (the same operations in the same order,
+ * every one correctly rounded, no fused multiply-adds: the build uses -ffp-contract=off), which the
+ * vector clones there compiled into scalar chains: a row's sums halved in a tree of 16 lanes went
+ * through memory one scalar at a time.  Here the trees are shuffles within registers.  Only this file
+ * is compiled for AVX-512 (the Makefile adds -mavx512f on x86-64); nn/attention.c calls it only for
+ * the float build on a CPU with AVX-512F.
+ *
+ * QK norm.  A row of the norm is one head's q or k, dh values (16 in TarFlow's default width 64 with 4 heads):
  *     forward   s = sum_i u_i^2,  r = 1 / sqrt(s / dh + eps),  out_i = (g_i u_i) r
  *     backward  s = sum_i ((g_i dy_i) u_i) r,  m = s / dh,  du_i = r ((g_i dy_i) - (u_i r) m)
  * One row at a time, each sum is a horizontal reduction of one vector and then a scalar square root
@@ -17,7 +25,7 @@
  * x86-64); nn/attention.c calls it only for the float build, dh a multiple of 16 and a CPU with
  * AVX-512F.
  */
-#include "nn/rms_avx512.h"
+#include "nn/attention_avx512.h"
 
 #if defined(__AVX512F__) && !defined(NF_DOUBLE)
 #include <immintrin.h>
@@ -102,6 +110,90 @@ void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, con
         }
     }
 }
+/* The tree of one row's 16 lanes: stage w adds lane l + w to lane l (w = 8, 4, 2, 1); lane 0. */
+static float tree_ps(__m512 v)
+{
+    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    v = _mm512_add_ps(v, _mm512_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    v = _mm512_add_ps(v, _mm512_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_cvtss_f32(v);
+}
+
+/* The same in double over 16 lanes held as lo (lanes 0-7) and hi (8-15). */
+static double tree_pd(__m512d lo, __m512d hi)
+{
+    __m512d v = _mm512_add_pd(lo, hi);
+    v = _mm512_add_pd(v, _mm512_shuffle_f64x2(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    v = _mm512_add_pd(v, _mm512_shuffle_f64x2(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    v = _mm512_add_pd(v, _mm512_shuffle_pd(v, v, 0x55));
+    return _mm512_cvtsd_f64(v);
+}
+
+/* flows/fastmath.h's nf_fast_expf, operation for operation. */
+static __m512 exp_ps(__m512 x)
+{
+    __m512 xc = _mm512_max_ps(x, _mm512_set1_ps(-87.3f)); /* NaN -> -87.3, as x > -87.3f ? x : -87.3f */
+    xc = _mm512_min_ps(xc, _mm512_set1_ps(88.0f));
+    const __m512 big = _mm512_set1_ps(12582912.0f);
+    const __m512 k = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)), big), big);
+    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(k), _mm512_set1_epi32(127)), 23);
+    const __m512 r = _mm512_add_ps(_mm512_sub_ps(xc, _mm512_mul_ps(k, _mm512_set1_ps(0.693359375f))),
+                                   _mm512_mul_ps(k, _mm512_set1_ps(2.12194440e-4f)));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, r), r), r), _mm512_set1_ps(1.0f));
+    const __m512 v = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), x, v);
+}
+
+static __mmask16 below(int j0, int n) { return n - j0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j0)) - 1); }
+
+void nf_attn512_softmax_row(float *s, int len, int padded, float *stat)
+{
+    __m512 mx = _mm512_set1_ps(s[0]);
+    for (int j0 = 0; j0 < len; j0 += 16)
+        mx = _mm512_mask_max_ps(mx, below(j0, len), mx, _mm512_maskz_loadu_ps(below(j0, len), s + j0));
+    const float m = _mm512_reduce_max_ps(mx);
+    const __m512 mv = _mm512_set1_ps(m);
+    __m512 lane = _mm512_setzero_ps();
+    for (int j0 = 0; j0 < padded; j0 += 16) {
+        const __mmask16 in = below(j0, padded), valid = below(j0, len);
+        const __m512 e = _mm512_maskz_mov_ps(valid, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, s + j0), mv)));
+        _mm512_mask_storeu_ps(s + j0, in, e);
+        lane = _mm512_add_ps(lane, e);
+    }
+    const float inv = 1 / tree_ps(lane);
+    const __m512 iv = _mm512_set1_ps(inv);
+    for (int j0 = 0; j0 < padded; j0 += 16) {
+        const __mmask16 in = below(j0, padded);
+        _mm512_mask_storeu_ps(s + j0, in, _mm512_mul_ps(_mm512_maskz_loadu_ps(in, s + j0), iv));
+    }
+    if (stat) stat[0] = m, stat[1] = inv;
+}
+
+void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale)
+{
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        const __mmask16 in = below(j0, n);
+        const __m512 pv = _mm512_maskz_loadu_ps(in, p + j0), sv = _mm512_maskz_loadu_ps(in, s + j0);
+        lo = _mm512_add_pd(lo, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(pv)),
+                                             _mm512_cvtps_pd(_mm512_castps512_ps256(sv))));
+        hi = _mm512_add_pd(hi, _mm512_mul_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pv), 1))),
+                                             _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sv), 1)))));
+    }
+    const __m512 dt = _mm512_set1_ps((float)tree_pd(lo, hi)), sc = _mm512_set1_ps(scale);
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        const __mmask16 in = below(j0, n);
+        const __m512 pv = _mm512_maskz_loadu_ps(in, p + j0), sv = _mm512_maskz_loadu_ps(in, s + j0);
+        _mm512_mask_storeu_ps(s + j0, in, _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(sv, dt)), sc));
+    }
+}
 #else
 int nf_rms16_compiled(void) { return 0; }
 
@@ -115,5 +207,15 @@ void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, con
                        const float *rstd, size_t ldr, const float *g, int dh)
 {
     (void)du, (void)lddu, (void)dy, (void)lddy, (void)u, (void)ldu, (void)rstd, (void)ldr, (void)g, (void)dh;
+}
+
+void nf_attn512_softmax_row(float *s, int len, int padded, float *stat)
+{
+    (void)s, (void)len, (void)padded, (void)stat;
+}
+
+void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale)
+{
+    (void)p, (void)s, (void)n, (void)scale;
 }
 #endif

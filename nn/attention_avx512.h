@@ -1,14 +1,16 @@
-/* nn/rms_avx512.h - the QK RMS norm of attention sixteen rows at a time (internal to nn/attention.c).
+/* nn/attention_avx512.h - attention's row kernels in AVX-512 (internal to nn/attention.c).
  *
  * nf_rms16_compiled() says whether the kernels are in this build (the float build on x86-64, where the
- * Makefile compiles nn/rms_avx512.c with -mavx512f); they may only be called on a CPU with AVX-512F,
- * with dh a multiple of 16.  Row r (0..15) of each matrix starts at base + r * ld.  The results are
+ * Makefile compiles nn/attention_avx512.c with -mavx512f); they may only be called on a CPU with
+ * AVX-512F.  Each gives the bits of nn/attention.c's portable code.
+ *
+ * The QK norm sixteen rows at a time, dh a multiple of 16.  Row r (0..15) of each matrix starts at base + r * ld.  The results are
  * the bits of nn/attention.c's one-row reference (rms_row, rms_row_backward).
  *   forward:  out_r = g u_r / rms(u_r), rstd[r ldr] = 1 / rms(u_r), rms(u) = sqrt(mean(u^2) + eps)
  *             (out may be u: each row is read before it is written)
  *   backward: du_r = r (g dy_r - xhat_r mean(g dy_r xhat_r)), xhat_r = u_r r, r = rstd[r ldr] */
-#ifndef NF_RMS_AVX512_H
-#define NF_RMS_AVX512_H
+#ifndef NF_ATTENTION_AVX512_H
+#define NF_ATTENTION_AVX512_H
 
 #include <stddef.h>
 
@@ -17,5 +19,8 @@ void nf_rms16_forward(float *out, size_t ldo, float *rstd, size_t ldr, const flo
                       int dh, float eps);
 void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, const float *u, size_t ldu,
                        const float *rstd, size_t ldr, const float *g, int dh);
+/* softmax_row and softmax_grad_row of nn/attention.c (their contracts there). */
+void nf_attn512_softmax_row(float *s, int len, int padded, float *stat);
+void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale);
 
 #endif
