@@ -100,7 +100,7 @@ $(B)/%.o: %.c
 # The AVX-512 kernels, and only they, are compiled for AVX-512 (x86-64): the matrix product and the
 # attention's QK norm; core/blas.c and nn/attention.c call them only on a CPU that has AVX-512.
 ifneq ($(filter x86_64%,$(shell $(CC) -dumpmachine 2>/dev/null)),)
-$(B)/core/blas_avx512.o $(B)/nn/attention_avx512.o: CFLAGS += -mavx512f
+$(B)/core/blas_avx512.o $(B)/nn/attention_avx512.o $(B)/nn/layernorm_avx512.o: CFLAGS += -mavx512f
 endif
 
 $(B)/apps/mpi.o: CFLAGS += $(MPI_CFLAGS)

@@ -37,6 +37,7 @@ static int blas_threads; /* 0: omp_get_max_threads() */
 static nf_blas_backend blas_backend = NF_BLAS_AUTO;
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static int cpu_ok;      /* the kernel is compiled in and the CPU runs it */
+static int cpu_avx512;  /* the CPU runs AVX-512F */
 static int env_blas;    /* NF_KERNEL=blas (or openblas) */
 
 static void openblas_call(int transA, int transB, int M, int N, int K, nf_real alpha, const nf_real *A, int lda,
@@ -110,10 +111,17 @@ static void probe(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    cpu_ok = nf_blas_avx512_compiled() && __builtin_cpu_supports("avx512f");
+    cpu_avx512 = __builtin_cpu_supports("avx512f") != 0;
+    cpu_ok = nf_blas_avx512_compiled() && cpu_avx512;
 #endif
     const char *e = getenv("NF_KERNEL");
     env_blas = e && (!strcmp(e, "blas") || !strcmp(e, "openblas"));
+}
+
+int nf_cpu_avx512(void)
+{
+    pthread_once(&probe_once, probe);
+    return cpu_avx512;
 }
 
 static int native_active(void)

@@ -78,5 +78,8 @@ nf_blas_backend nf_blas_get_backend(void);
 /* The kernel nf_gemm runs now, in words, with the reason when it is OpenBLAS:
  * "nf-avx512", "openblas (this CPU has no AVX-512)", "openblas (NF_KERNEL=blas)", ... */
 const char *nf_blas_kernel_name(void);
+/* 1 where cpuid reports AVX-512F: for the other files compiled for it (nn/attention_avx512.c,
+ * nn/layernorm_avx512.c), whose callers check this first. */
+int nf_cpu_avx512(void);
 
 #endif

@@ -20,7 +20,6 @@
 #include "nn/attention.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -194,19 +193,13 @@ static inline void rms_row_backward(nf_real *du, const nf_real *dout, const nf_r
 
 /* Can nn/attention_avx512.c's kernels run here (the float build, a CPU with AVX-512)?  They are
  * float code: the double build always takes the portable code. */
-static int avx512_cpu;
-static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
-static void avx512_probe(void)
-{
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(NF_DOUBLE)
-    __builtin_cpu_init();
-    avx512_cpu = nf_rms16_compiled() && __builtin_cpu_supports("avx512f");
-#endif
-}
 static int avx512_usable(void)
 {
-    pthread_once(&avx512_once, avx512_probe);
-    return avx512_cpu;
+#ifdef NF_DOUBLE
+    return 0;
+#else
+    return nf_rms16_compiled() && nf_cpu_avx512();
+#endif
 }
 #ifndef NF_DOUBLE
 static int rms16_usable(int dh) { return dh % 16 == 0 && avx512_usable(); }

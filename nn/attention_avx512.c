@@ -30,6 +30,8 @@
 #if defined(__AVX512F__) && !defined(NF_DOUBLE)
 #include <immintrin.h>
 
+#include "nn/simd512.h"
+
 int nf_rms16_compiled(void) { return 1; }
 
 /* Sixteen vectors of lane sums (v[r]: row r's) into one vector of the sixteen rows' tree sums. */
@@ -110,26 +112,6 @@ void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, con
         }
     }
 }
-/* The tree of one row's 16 lanes: stage w adds lane l + w to lane l (w = 8, 4, 2, 1); lane 0. */
-static float tree_ps(__m512 v)
-{
-    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-    v = _mm512_add_ps(v, _mm512_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-    v = _mm512_add_ps(v, _mm512_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm512_cvtss_f32(v);
-}
-
-/* The same in double over 16 lanes held as lo (lanes 0-7) and hi (8-15). */
-static double tree_pd(__m512d lo, __m512d hi)
-{
-    __m512d v = _mm512_add_pd(lo, hi);
-    v = _mm512_add_pd(v, _mm512_shuffle_f64x2(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-    v = _mm512_add_pd(v, _mm512_shuffle_f64x2(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-    v = _mm512_add_pd(v, _mm512_shuffle_pd(v, v, 0x55));
-    return _mm512_cvtsd_f64(v);
-}
-
 /* flows/fastmath.h's nf_fast_expf, operation for operation. */
 static __m512 exp_ps(__m512 x)
 {
@@ -167,7 +149,7 @@ void nf_attn512_softmax_row(float *s, int len, int padded, float *stat)
         _mm512_mask_storeu_ps(s + j0, in, e);
         lane = _mm512_add_ps(lane, e);
     }
-    const float inv = 1 / tree_ps(lane);
+    const float inv = 1 / nf_tree_ps(lane);
     const __m512 iv = _mm512_set1_ps(inv);
     for (int j0 = 0; j0 < padded; j0 += 16) {
         const __mmask16 in = below(j0, padded);
@@ -182,12 +164,10 @@ void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale)
     for (int j0 = 0; j0 < n; j0 += 16) {
         const __mmask16 in = below(j0, n);
         const __m512 pv = _mm512_maskz_loadu_ps(in, p + j0), sv = _mm512_maskz_loadu_ps(in, s + j0);
-        lo = _mm512_add_pd(lo, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(pv)),
-                                             _mm512_cvtps_pd(_mm512_castps512_ps256(sv))));
-        hi = _mm512_add_pd(hi, _mm512_mul_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pv), 1))),
-                                             _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sv), 1)))));
+        lo = _mm512_add_pd(lo, _mm512_mul_pd(nf_lo_pd(pv), nf_lo_pd(sv)));
+        hi = _mm512_add_pd(hi, _mm512_mul_pd(nf_hi_pd(pv), nf_hi_pd(sv)));
     }
-    const __m512 dt = _mm512_set1_ps((float)tree_pd(lo, hi)), sc = _mm512_set1_ps(scale);
+    const __m512 dt = _mm512_set1_ps((float)nf_tree_pd(lo, hi)), sc = _mm512_set1_ps(scale);
     for (int j0 = 0; j0 < n; j0 += 16) {
         const __mmask16 in = below(j0, n);
         const __m512 pv = _mm512_maskz_loadu_ps(in, p + j0), sv = _mm512_maskz_loadu_ps(in, s + j0);

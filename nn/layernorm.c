@@ -1,13 +1,45 @@
 /* nn/layernorm.c - layer normalisation over the last axis (Ba et al. 2016), llm.c style.
  *
  * Forward caches each row's mean and rstd = 1/sqrt(var + eps) (biased variance, eps 1e-5, as
- * torch.nn.LayerNorm) so backward need not recompute them.
+ * torch.nn.LayerNorm) so backward need not recompute them.  A row's sums are in double, in 16 lanes
+ * (lane l sums entries l, l + 16, ... in order) halved in a tree (stage w adds lane l + w to lane l,
+ * w = 8, 4, 2, 1): the order nn/layernorm_avx512.c keeps in registers, so both give the same bits.
+ * (`omp simd reduction` left the order to the compiler, which summed its partial sums in a scalar
+ * loop through memory: most of a row's time at TarFlow's width 64.)
  */
 #include <math.h>
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
+#include "nn/layernorm_avx512.h"
+#include "core/blas.h"
 #include "core/simd.h"
+
+enum { LN_LANES = 16, LN_ROWS = 64 };
+
+static inline double ln_tree(double *lane)
+{
+    for (int w = LN_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
+}
+
+/* lane i % 16 += TERM (of i), i = 0..C-1 in order */
+#define LN_SUM(lane, C, TERM)                                                                                      \
+    do {                                                                                                           \
+        for (int i0 = 0; i0 + LN_LANES <= (C); i0 += LN_LANES) {                                                   \
+            _Pragma("omp simd") for (int l = 0; l < LN_LANES; l++) {                                               \
+                const int i = i0 + l;                                                                              \
+                lane[l] += (TERM);                                                                                 \
+            }                                                                                                      \
+        }                                                                                                          \
+        for (int i = (C) / LN_LANES * LN_LANES; i < (C); i++) lane[i % LN_LANES] += (TERM);                        \
+    } while (0)
+
+#ifndef NF_DOUBLE
+/* Rows of a width the AVX-512 kernels take (C % 16 == 0, a CPU with AVX-512)? */
+static int ln512(int C) { return C % 16 == 0 && nf_ln512_compiled() && nf_cpu_avx512(); }
+#endif
 
 #define LN_EPS 1e-5
 
@@ -34,13 +66,12 @@ NF_SIMD_CLONES static void nf_layernorm_forward_simd(const nf_layernorm *L, cons
     for (int r = 0; r < n; r++) {
         const nf_real *xr = x + (size_t)r * C;
         nf_real *yr = y + (size_t)r * C;
-        double s = 0, ss = 0;
-#pragma omp simd reduction(+ : s)
-        for (int i = 0; i < C; i++) s += xr[i];
-        const double mean = s / C;
-#pragma omp simd reduction(+ : ss)
-        for (int i = 0; i < C; i++) ss += (xr[i] - mean) * (xr[i] - mean);
-        const double rstd = 1.0 / sqrt(ss / C + LN_EPS);
+        double lane[LN_LANES] = {0};
+        LN_SUM(lane, C, (double)xr[i]);
+        const double mean = ln_tree(lane) / C;
+        for (int l = 0; l < LN_LANES; l++) lane[l] = 0;
+        LN_SUM(lane, C, ((double)xr[i] - mean) * ((double)xr[i] - mean));
+        const double rstd = 1.0 / sqrt(ln_tree(lane) / C + LN_EPS);
         const nf_real mu = (nf_real)mean, rs = (nf_real)rstd;
 #pragma omp simd
         for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * rs * gamma[i] + beta[i];
@@ -53,6 +84,24 @@ NF_SIMD_CLONES static void nf_layernorm_forward_simd(const nf_layernorm *L, cons
 void nf_layernorm_forward(const nf_layernorm *L, const nf_params *P, nf_real *y, nf_real *cache,
                           const nf_real *x, int n)
 {
+    nf_layernorm_forward_rows(L, P, y, cache, x, n, 1);
+}
+
+void nf_layernorm_forward_rows(const nf_layernorm *L, const nf_params *P, nf_real *y, nf_real *cache,
+                               const nf_real *x, int n, int vector)
+{
+#ifdef NF_DOUBLE
+    (void)vector;
+#else
+    const int C = L->width;
+    if (vector && ln512(C)) { /* blocks of LN_ROWS rows, split over the OpenMP threads when large */
+#pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * C))
+        for (int r0 = 0; r0 < n; r0 += LN_ROWS)
+            nf_ln512_forward(y + (size_t)r0 * C, cache + 2 * (size_t)r0, x + (size_t)r0 * C, P->value + L->gamma,
+                             P->value + L->beta, C, n - r0 < LN_ROWS ? n - r0 : LN_ROWS, LN_EPS);
+        return;
+    }
+#endif
     nf_layernorm_forward_simd(L, P, y, cache, x, n);
 }
 
@@ -76,13 +125,10 @@ NF_SIMD_CLONES static void nf_layernorm_grad_input_simd(const nf_layernorm *L, c
         const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
         nf_real *dxr = dx + (size_t)r * C;
         const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
-        double sg = 0, sgx = 0;
-#pragma omp simd reduction(+ : sg, sgx)
-        for (int i = 0; i < C; i++) {
-            nf_real g = dyr[i] * gamma[i];
-            sg += g;
-            sgx += g * (xr[i] - mu) * rs;
-        }
+        double lg[LN_LANES] = {0}, lgx[LN_LANES] = {0};
+        LN_SUM(lg, C, (double)(dyr[i] * gamma[i]));
+        LN_SUM(lgx, C, (double)(dyr[i] * gamma[i] * (xr[i] - mu) * rs));
+        const double sg = ln_tree(lg), sgx = ln_tree(lgx);
         const nf_real mg = (nf_real)(sg / C), mgx = (nf_real)(sgx / C);
 #pragma omp simd
         for (int i = 0; i < C; i++) {
@@ -95,6 +141,24 @@ NF_SIMD_CLONES static void nf_layernorm_grad_input_simd(const nf_layernorm *L, c
 void nf_layernorm_grad_input(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *dy,
                              const nf_real *x, const nf_real *cache, int n)
 {
+    nf_layernorm_grad_input_rows(L, P, dx, dy, x, cache, n, 1);
+}
+
+void nf_layernorm_grad_input_rows(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *dy,
+                                  const nf_real *x, const nf_real *cache, int n, int vector)
+{
+#ifdef NF_DOUBLE
+    (void)vector;
+#else
+    const int C = L->width;
+    if (vector && ln512(C)) {
+#pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * C))
+        for (int r0 = 0; r0 < n; r0 += LN_ROWS)
+            nf_ln512_grad_input(dx + (size_t)r0 * C, dy + (size_t)r0 * C, x + (size_t)r0 * C, cache + 2 * (size_t)r0,
+                                P->value + L->gamma, C, n - r0 < LN_ROWS ? n - r0 : LN_ROWS);
+        return;
+    }
+#endif
     nf_layernorm_grad_input_simd(L, P, dx, dy, x, cache, n);
 }
 

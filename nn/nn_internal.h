@@ -163,4 +163,11 @@ void nf_attention_rms_rows_backward(nf_real *du, size_t lddu, const nf_real *dy,
 void nf_attention_softmax_row(nf_real *s, int len, int padded, nf_real *stat, int vector);
 void nf_attention_softmax_grad_row(const nf_real *p, nf_real *s, int n, nf_real scale, int vector);
 
+/* nf_layernorm_forward and nf_layernorm_grad_input, on nn/layernorm_avx512.c's kernels where
+ * vector = 1 and they can run (the same bits as vector = 0, the portable code). */
+void nf_layernorm_forward_rows(const nf_layernorm *L, const nf_params *P, nf_real *y, nf_real *cache,
+                               const nf_real *x, int n, int vector);
+void nf_layernorm_grad_input_rows(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *dy,
+                                  const nf_real *x, const nf_real *cache, int n, int vector);
+
 #endif

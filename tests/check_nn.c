@@ -520,7 +520,7 @@ static double ln_loss(void *p)
 
 START_TEST(test_layernorm)
 {
-    const int n = 5, H = 9;
+    const int n = 5, H = 21; /* a whole vector of 16 and a remainder */
     ln_case c = {.P = nf_params_alloc(), .n = n};
     ck_assert_int_eq(nf_layernorm_init(&c.L, c.P, "ln", H), NF_OK);
     for (int i = 0; i < H; i++) ck_assert(c.P->value[c.L.gamma + i] == 1 && c.P->value[c.L.beta + i] == 0);
@@ -550,6 +550,43 @@ START_TEST(test_layernorm)
 #endif
     free(want), free(c.x), free(c.w), free(c.y), free(c.cache);
     nf_params_free(c.P);
+}
+END_TEST
+
+/* The rows on nn/layernorm_avx512.c's kernels (where the build and CPU have them) give the bits of
+ * the portable code, forward and backward, at widths 64 and 48 (whole vectors) and 20 (the portable
+ * code only), over 37 rows; width 64 against the definition too. */
+START_TEST(test_layernorm_rows)
+{
+    const int n = 37, widths[] = {64, 48, 20};
+    for (int k = 0; k < 3; k++) {
+        const int H = widths[k];
+        const size_t nh = (size_t)n * H;
+        nf_params *P = nf_params_alloc();
+        nf_layernorm L;
+        ck_assert_int_eq(nf_layernorm_init(&L, P, "ln", H), NF_OK);
+        nf_rng *r = nf_rng_alloc(41 + (uint64_t)H, 0);
+        nf_rng_fill_uniform(r, P->value, P->n, -1.2, 1.4);
+        nf_rng_free(r);
+        nf_real *x = filled(nh, -2.1, 3.3, 42), *dy = filled(nh, -1.0, 1.2, 43);
+        nf_real *y0 = malloc(nh * sizeof *y0), *y1 = malloc(nh * sizeof *y1);
+        nf_real *c0 = malloc(2 * (size_t)n * sizeof *c0), *c1 = malloc(2 * (size_t)n * sizeof *c1);
+        nf_real *d0 = filled(nh, -0.5, 0.5, 44), *d1 = malloc(nh * sizeof *d1);
+        memcpy(d1, d0, nh * sizeof *d1);
+        nf_layernorm_forward_rows(&L, P, y0, c0, x, n, 0);
+        nf_layernorm_forward_rows(&L, P, y1, c1, x, n, 1);
+        ck_assert_msg(memcmp(y0, y1, nh * sizeof *y0) == 0 && memcmp(c0, c1, 2 * (size_t)n * sizeof *c0) == 0,
+                      "width %d: the forward kernel differs from the portable code", H);
+        nf_layernorm_grad_input_rows(&L, P, d0, dy, x, c0, n, 0);
+        nf_layernorm_grad_input_rows(&L, P, d1, dy, x, c0, n, 1);
+        ck_assert_msg(memcmp(d0, d1, nh * sizeof *d0) == 0, "width %d: the backward kernel differs", H);
+        double *want = malloc(nh * sizeof *want);
+        for (size_t i = 0; i < nh; i++) want[i] = x[i];
+        ref_layernorm(P, "ln", want, n, H);
+        for (size_t i = 0; i < nh; i++) ck_assert_msg(relerr(y1[i], want[i], 1) < TOL_FWD, "width %d: y[%zu]", H, i);
+        free(x), free(dy), free(y0), free(y1), free(c0), free(c1), free(d0), free(d1), free(want);
+        nf_params_free(P);
+    }
 }
 END_TEST
 
@@ -1024,6 +1061,7 @@ static Suite *nn_suite(void)
     tcase_add_test(t, test_linear_forward);
     tcase_add_test(t, test_linear_errors);
     tcase_add_test(t, test_layernorm);
+    tcase_add_test(t, test_layernorm_rows);
     tcase_add_test(t, test_mlp_forward_reference);
     tcase_add_test(t, test_mlp_large_batch);
     tcase_add_test(t, test_made_masks);
