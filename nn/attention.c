@@ -205,8 +205,8 @@ static int avx512_usable(void)
 static int rms16_usable(int dh) { return dh % 16 == 0 && avx512_usable(); }
 #endif
 
-NF_SIMD_CLONES void nf_attention_rms_rows(nf_real *out, size_t ldo, nf_real *rstd, size_t ldr, const nf_real *u, size_t ldu,
-                           const nf_real *g, int rows, int dh, int vector)
+NF_SIMD_CLONES static void rms_rows_simd(nf_real *out, size_t ldo, nf_real *rstd, size_t ldr, const nf_real *u,
+                                         size_t ldu, const nf_real *g, int rows, int dh, int vector)
 {
     int r = 0;
 #ifdef NF_DOUBLE
@@ -225,9 +225,9 @@ NF_SIMD_CLONES void nf_attention_rms_rows(nf_real *out, size_t ldo, nf_real *rst
     }
 }
 
-NF_SIMD_CLONES void nf_attention_rms_rows_backward(nf_real *du, size_t lddu, const nf_real *dy, size_t lddy,
-                                                   const nf_real *u, size_t ldu, const nf_real *rstd, size_t ldr,
-                                                   const nf_real *g, int rows, int dh, int vector)
+NF_SIMD_CLONES static void rms_rows_backward_simd(nf_real *du, size_t lddu, const nf_real *dy, size_t lddy,
+                                                  const nf_real *u, size_t ldu, const nf_real *rstd, size_t ldr,
+                                                  const nf_real *g, int rows, int dh, int vector)
 {
     int r = 0;
 #ifdef NF_DOUBLE
@@ -238,6 +238,20 @@ NF_SIMD_CLONES void nf_attention_rms_rows_backward(nf_real *du, size_t lddu, con
             nf_rms16_backward(du + r * lddu, lddu, dy + r * lddy, lddy, u + r * ldu, ldu, rstd + r * ldr, ldr, g, dh);
 #endif
     for (; r < rows; r++) rms_row_backward(du + r * lddu, dy + r * lddy, u + r * ldu, rstd[r * ldr], g, dh);
+}
+
+/* The exported names call the clones (a multiversioned function must be static for clang). */
+void nf_attention_rms_rows(nf_real *out, size_t ldo, nf_real *rstd, size_t ldr, const nf_real *u, size_t ldu,
+                           const nf_real *g, int rows, int dh, int vector)
+{
+    rms_rows_simd(out, ldo, rstd, ldr, u, ldu, g, rows, dh, vector);
+}
+
+void nf_attention_rms_rows_backward(nf_real *du, size_t lddu, const nf_real *dy, size_t lddy, const nf_real *u,
+                                    size_t ldu, const nf_real *rstd, size_t ldr, const nf_real *g, int rows, int dh,
+                                    int vector)
+{
+    rms_rows_backward_simd(du, lddu, dy, lddy, u, ldu, rstd, ldr, g, rows, dh, vector);
 }
 
 /* The QK norm of rows r0..r1-1, all heads: q and k of qkv (ld 3d) into qk (ld 2d), their 1/rms
