@@ -3,7 +3,8 @@
  * Forward cache (N = n*T rows):  qkv (N, 3d) | [qk_norm: qk (N, 2d) normalised q|k, rstd (N, 2H)] |
  *                                stat (n, H, T, 2) each row's softmax max and 1/sum | o (N, d) heads
  * Scratch (forward and backward): do (N, d) | dqkv (N, 3d) | [qk_norm: dqk (N, 2d)] |
- *                                tiles (NF_NN_MAX_THREADS, 2, T, T): P and dS of the pair a part runs
+ *                                tiles (NF_NN_MAX_THREADS, 2, T, T): P and dS of the pair a part runs |
+ *                                [qk_norm: gains (n H, 2, dh), each pair's sums for the gains' gradients]
  * The (T, T) probabilities are never kept: forward computes them a pair at a time in its part's tile,
  * backward computes them again from q, k and the row statistics, with the same operations, so they
  * are the same bits (one more q k^T product instead of n H T^T reals per layer in the cache).
@@ -33,7 +34,6 @@
 
 #define ATTN_BLOCK 64
 #define QK_EPS 1e-6
-#define GAIN_CHUNK 64 /* head dimensions whose gain sums gain_grads keeps at once */
 
 #ifdef NF_DOUBLE
 #define EXP exp
@@ -115,7 +115,7 @@ size_t nf_attention_scratch(const nf_attention *A, int n, int T)
 {
     const size_t N = (size_t)n * T, d = (size_t)A->d;
     size_t s = N * d + N * 3 * d + (size_t)NF_NN_MAX_THREADS * 2 * T * T;
-    if (A->qk_norm) s += N * 2 * d;
+    if (A->qk_norm) s += N * 2 * d + (size_t)n * 2 * d; /* dqk, and each pair's gain sums */
     return s;
 }
 
@@ -180,8 +180,8 @@ static inline nf_real rms_row(nf_real *out, const nf_real *u, const nf_real *g, 
 }
 
 /* RMS norm backward of one head's row, u the raw row, r its 1/rms, xhat = u r, out = g xhat:
- *   du = r (g dout - xhat mean(g dout xhat))   (written);  the gains' dg += dout xhat is summed
- * afterwards over all rows (gain_grads), in a fixed order. */
+ *   du = r (g dout - xhat mean(g dout xhat))   (written);  the gains' dg += dout xhat is summed by
+ * the callers (nf_attention_rms_rows_backward), in row order. */
 static inline void rms_row_backward(nf_real *du, const nf_real *dout, const nf_real *u, nf_real r, const nf_real *g,
                                     int dh)
 {
@@ -227,7 +227,7 @@ NF_SIMD_CLONES static void rms_rows_simd(nf_real *out, size_t ldo, nf_real *rstd
 
 NF_SIMD_CLONES static void rms_rows_backward_simd(nf_real *du, size_t lddu, const nf_real *dy, size_t lddy,
                                                   const nf_real *u, size_t ldu, const nf_real *rstd, size_t ldr,
-                                                  const nf_real *g, int rows, int dh, int vector)
+                                                  const nf_real *g, int rows, int dh, int vector, nf_real *dg)
 {
     int r = 0;
 #ifdef NF_DOUBLE
@@ -235,9 +235,16 @@ NF_SIMD_CLONES static void rms_rows_backward_simd(nf_real *du, size_t lddu, cons
 #else
     if (vector && rms16_usable(dh))
         for (; r + 16 <= rows; r += 16)
-            nf_rms16_backward(du + r * lddu, lddu, dy + r * lddy, lddy, u + r * ldu, ldu, rstd + r * ldr, ldr, g, dh);
+            nf_rms16_backward(du + r * lddu, lddu, dy + r * lddy, lddy, u + r * ldu, ldu, rstd + r * ldr, ldr, g, dh,
+                              dg);
 #endif
-    for (; r < rows; r++) rms_row_backward(du + r * lddu, dy + r * lddy, u + r * ldu, rstd[r * ldr], g, dh);
+    for (; r < rows; r++) {
+        const nf_real *dyr = dy + r * lddy, *ur = u + r * ldu, rs = rstd[r * ldr];
+        rms_row_backward(du + r * lddu, dyr, ur, rs, g, dh);
+        if (dg)
+#pragma omp simd
+            for (int i = 0; i < dh; i++) dg[i] += dyr[i] * ur[i] * rs;
+    }
 }
 
 /* The exported names call the clones (a multiversioned function must be static for clang). */
@@ -249,9 +256,9 @@ void nf_attention_rms_rows(nf_real *out, size_t ldo, nf_real *rstd, size_t ldr, 
 
 void nf_attention_rms_rows_backward(nf_real *du, size_t lddu, const nf_real *dy, size_t lddy, const nf_real *u,
                                     size_t ldu, const nf_real *rstd, size_t ldr, const nf_real *g, int rows, int dh,
-                                    int vector)
+                                    int vector, nf_real *dg)
 {
-    rms_rows_backward_simd(du, lddu, dy, lddy, u, ldu, rstd, ldr, g, rows, dh, vector);
+    rms_rows_backward_simd(du, lddu, dy, lddy, u, ldu, rstd, ldr, g, rows, dh, vector, dg);
 }
 
 /* The QK norm of rows r0..r1-1, all heads: q and k of qkv (ld 3d) into qk (ld 2d), their 1/rms
@@ -269,16 +276,21 @@ static void qk_norm_rows(nf_real *qk, nf_real *rstd, const nf_real *qkv, const n
     }
 }
 
-/* Its backward: dq, dk (ld 2d) of the normalised rows into the raw rows' dqkv (ld 3d). */
+/* The QK norm's backward of one pair (rows row0..row0+T-1, head h): dq, dk (ld 2d) of the normalised
+ * rows into the raw rows' dqkv (ld 3d), and the pair's sums of dq xhat and dk xhat over its rows, in
+ * order, written to dgq, dgk (dh each): the gains' gradients, summed over the pairs afterwards. */
 static void rms_pair_backward(nf_real *dqkv, const nf_real *dqk, const nf_real *qkv, const nf_real *rstd,
-                              const nf_real *gq, const nf_real *gk, size_t row0, int T, int d, int H, int h, int dh)
+                              const nf_real *gq, const nf_real *gk, nf_real *dgq, nf_real *dgk, size_t row0, int T,
+                              int d, int H, int h, int dh)
 {
     for (int part = 0; part < 2; part++) {
         const size_t c = (size_t)part * d + (size_t)h * dh;
+        nf_real *dg = part ? dgk : dgq;
+        for (int i = 0; i < dh; i++) dg[i] = 0;
         nf_attention_rms_rows_backward(dqkv + row0 * 3 * d + c, 3 * (size_t)d, dqk + row0 * 2 * d + c, 2 * (size_t)d,
                                        qkv + row0 * 3 * d + c, 3 * (size_t)d,
                                        rstd + row0 * 2 * H + (size_t)part * H + h, 2 * (size_t)H, part ? gk : gq, T,
-                                       dh, 1);
+                                       dh, 1, dg);
     }
 }
 
@@ -408,6 +420,7 @@ typedef struct pair_job {
     nf_real *do_, *dq, *dk, *dv, *tiles;
     nf_real *dqkv;                  /* (N, 3d): dv is its last third; with QK norm dq|dk (N, 2d) go through it */
     int lddq, lddk, n, T;
+    nf_real *gains;                 /* with QK norm, backward: each pair's gain sums, (n H, 2, dh) */
 } pair_job;
 
 static int pair_threads(int pairs, double flops)
@@ -492,7 +505,7 @@ void nf_attention_forward(const nf_attention *A, const nf_params *P, nf_real *ws
     const int N = n * T, H = A->heads, dh = A->dh;
     views w = cache_views(A, ws, n, T);
     nf_linear_forward(&A->qkv, P, NULL, w.qkv, x, N);
-    pair_job j = {A, P, w, NULL, NULL, NULL, NULL, scratch_tiles(A, scratch, n, T), NULL, 0, 0, n, T};
+    pair_job j = {A, P, w, NULL, NULL, NULL, NULL, scratch_tiles(A, scratch, n, T), NULL, 0, 0, n, T, NULL};
     const int t = pair_threads(n * H, 2.0 * n * H * (double)T * T * dh);
     if (A->qk_norm) nf_threads_run(t, t, qk_norm_part, &j);
     nf_threads_run(t, t, forward_part, &j);
@@ -537,8 +550,9 @@ static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *
                 dk + (size_t)c0 * j->lddk, j->lddk);
     }
     if (A->qk_norm) /* dq, dk above were for the normalised rows: through the RMS norm into dqkv */
-        rms_pair_backward(j->dqkv, j->dq, j->w.qkv, j->w.rstd, j->P->value + A->q_gain, j->P->value + A->k_gain, row0,
-                          T, d, A->heads, h, dh);
+        rms_pair_backward(j->dqkv, j->dq, j->w.qkv, j->w.rstd, j->P->value + A->q_gain, j->P->value + A->k_gain,
+                          j->gains + ((size_t)b * A->heads + h) * 2 * dh, j->gains + ((size_t)b * A->heads + h) * 2 * dh + dh,
+                          row0, T, d, A->heads, h, dh);
 }
 
 static void backward_part(void *arg, int part, int nparts)
@@ -550,29 +564,18 @@ static void backward_part(void *arg, int part, int nparts)
         backward_pair(j, a / j->A->heads, a % j->A->heads, p, ds);
 }
 
-NF_SIMD_CLONES static void gain_grads(const nf_attention *A, nf_params *P, const nf_real *dqk, const views *w, int N)
+/* The gains' gradients: dg += the pairs' sums (rms_pair_backward), pair by pair in order (sequence,
+ * then head), whatever thread ran each pair. */
+NF_SIMD_CLONES static void gain_grads(const nf_attention *A, nf_params *P, const nf_real *gains, int pairs)
 {
-    const int d = A->d, H = A->heads, dh = A->dh;
-    /* q's gains and k's on two threads: each sum keeps its order */
-#pragma omp parallel for schedule(static) num_threads(2) if (nf_nn_par((size_t)N * d) && nf_blas_get_threads() > 1)
-    for (int part = 0; part < 2; part++) {
-        nf_real *dg = P->grad + (part ? A->k_gain : A->q_gain);
-        /* the sums in a local array (the same additions in the same order as into dg, which the
-         * compiler must otherwise reload and store at every row: it may alias the inputs) */
-        nf_real acc[GAIN_CHUNK];
-        for (int i0 = 0; i0 < dh; i0 += GAIN_CHUNK) {
-            const int m = dh - i0 < GAIN_CHUNK ? dh - i0 : GAIN_CHUNK;
-            for (int i = 0; i < m; i++) acc[i] = dg[i0 + i];
-            for (int r = 0; r < N; r++)
-                for (int h = 0; h < H; h++) {
-                    const size_t c = (size_t)part * d + (size_t)h * dh + i0;
-                    const nf_real *u = w->qkv + (size_t)r * 3 * d + c, *dy = dqk + (size_t)r * 2 * d + c;
-                    const nf_real rs = w->rstd[(size_t)r * 2 * H + part * H + h];
+    const int dh = A->dh;
+    nf_real *dgq = P->grad + A->q_gain, *dgk = P->grad + A->k_gain;
+    for (int a = 0; a < pairs; a++) {
+        const nf_real *sq = gains + (size_t)a * 2 * dh, *sk = sq + dh;
 #pragma omp simd
-                    for (int i = 0; i < m; i++) acc[i] += dy[i] * u[i] * rs;
-                }
-            for (int i = 0; i < m; i++) dg[i0 + i] = acc[i];
-        }
+        for (int i = 0; i < dh; i++) dgq[i] += sq[i];
+#pragma omp simd
+        for (int i = 0; i < dh; i++) dgk[i] += sk[i];
     }
 }
 
@@ -586,14 +589,15 @@ void nf_attention_backward(const nf_attention *A, nf_params *P, const nf_real *w
     nf_real *do_ = scratch, *dqkv = do_ + Nz * d, *dqk = dqkv + Nz * 3 * d;
     /* do = dy Wo (written), Wo and bo gradients added */
     nf_linear_backward_cat(&A->out, P, NULL, do_, NULL, dy, w.o, NULL, 0, 0, N);
-    pair_job j = {A, P, w, do_, NULL, NULL, dqkv + 2 * d, scratch_tiles(A, scratch, n, T), dqkv, 0, 0, n, T};
+    pair_job j = {A, P, w, do_, NULL, NULL, dqkv + 2 * d, scratch_tiles(A, scratch, n, T), dqkv, 0, 0, n, T, NULL};
+    if (A->qk_norm) j.gains = j.tiles + (size_t)NF_NN_MAX_THREADS * 2 * T * T;
     if (A->qk_norm)
         j.dq = dqk, j.dk = dqk + d, j.lddq = j.lddk = 2 * d;
     else
         j.dq = dqkv, j.dk = dqkv + d, j.lddq = j.lddk = 3 * d;
     const int t = pair_threads(n * H, 5.0 * n * H * (double)T * T * A->dh);
     nf_threads_run(t, t, backward_part, &j);
-    if (A->qk_norm) gain_grads(A, P, dqk, &w, N);
+    if (A->qk_norm) gain_grads(A, P, j.gains, n * H);
     /* dx += dqkv Wqkv, Wqkv and bqkv gradients added */
     nf_linear_backward_cat(&A->qkv, P, NULL, dx, NULL, dqkv, x, NULL, 0, 1, N);
 }

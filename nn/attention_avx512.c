@@ -86,7 +86,7 @@ void nf_rms16_forward(float *out, size_t ldo, float *rstd, size_t ldr, const flo
 }
 
 void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, const float *u, size_t ldu,
-                       const float *rstd, size_t ldr, const float *g, int dh)
+                       const float *rstd, size_t ldr, const float *g, int dh, float *dg)
 {
     __m512 v[16];
     for (int r = 0; r < 16; r++) {
@@ -111,6 +111,15 @@ void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, con
             _mm512_storeu_ps(dur + i, _mm512_mul_ps(rr, _mm512_sub_ps(gd, ur_m)));
         }
     }
+    if (dg) /* the gains' sums, row by row in order: dg += (dy u) r */
+        for (int i = 0; i < dh; i += 16) {
+            __m512 acc = _mm512_loadu_ps(dg + i);
+            for (int r = 0; r < 16; r++) {
+                const __m512 t = _mm512_mul_ps(_mm512_loadu_ps(dy + r * lddy + i), _mm512_loadu_ps(u + r * ldu + i));
+                acc = _mm512_add_ps(acc, _mm512_mul_ps(t, _mm512_set1_ps(rstd[r * ldr])));
+            }
+            _mm512_storeu_ps(dg + i, acc);
+        }
 }
 /* flows/fastmath.h's nf_fast_expf, operation for operation. */
 static __m512 exp_ps(__m512 x)
@@ -184,9 +193,9 @@ void nf_rms16_forward(float *out, size_t ldo, float *rstd, size_t ldr, const flo
 }
 
 void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, const float *u, size_t ldu,
-                       const float *rstd, size_t ldr, const float *g, int dh)
+                       const float *rstd, size_t ldr, const float *g, int dh, float *dg)
 {
-    (void)du, (void)lddu, (void)dy, (void)lddy, (void)u, (void)ldu, (void)rstd, (void)ldr, (void)g, (void)dh;
+    (void)du, (void)lddu, (void)dy, (void)lddy, (void)u, (void)ldu, (void)rstd, (void)ldr, (void)g, (void)dh, (void)dg;
 }
 
 void nf_attn512_softmax_row(float *s, int len, int padded, float *stat)

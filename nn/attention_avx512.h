@@ -8,7 +8,8 @@
  * the bits of nn/attention.c's one-row reference (rms_row, rms_row_backward).
  *   forward:  out_r = g u_r / rms(u_r), rstd[r ldr] = 1 / rms(u_r), rms(u) = sqrt(mean(u^2) + eps)
  *             (out may be u: each row is read before it is written)
- *   backward: du_r = r (g dy_r - xhat_r mean(g dy_r xhat_r)), xhat_r = u_r r, r = rstd[r ldr] */
+ *   backward: du_r = r (g dy_r - xhat_r mean(g dy_r xhat_r)), xhat_r = u_r r, r = rstd[r ldr];
+ *             dg (dh; NULL: not) += dy_r xhat_r, row by row in order (the gains' gradients) */
 #ifndef NF_ATTENTION_AVX512_H
 #define NF_ATTENTION_AVX512_H
 
@@ -18,7 +19,7 @@ int nf_rms16_compiled(void);
 void nf_rms16_forward(float *out, size_t ldo, float *rstd, size_t ldr, const float *u, size_t ldu, const float *g,
                       int dh, float eps);
 void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, const float *u, size_t ldu,
-                       const float *rstd, size_t ldr, const float *g, int dh);
+                       const float *rstd, size_t ldr, const float *g, int dh, float *dg);
 /* softmax_row and softmax_grad_row of nn/attention.c (their contracts there). */
 void nf_attn512_softmax_row(float *s, int len, int padded, float *stat);
 void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale);

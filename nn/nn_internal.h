@@ -149,13 +149,14 @@ void nf_made_mask_direct(unsigned char *mask, const int *deg, int D, int opi, in
 
 /* The QK RMS norm of attention over `rows` rows of dh values (row r of a matrix at base + r ld):
  * out_r = g u_r / rms(u_r) and rstd[r ldr] = 1 / rms(u_r) (rstd may be NULL; out may be u), and its
- * backward du_r = r (g dy_r - xhat_r mean(g dy_r xhat_r)).  vector = 1 takes sixteen rows at a time
+ * backward du_r = r (g dy_r - xhat_r mean(g dy_r xhat_r)), adding dy_r xhat_r to dg (dh; NULL: not)
+ * row by row in order.  vector = 1 takes sixteen rows at a time
  * where nn/attention_avx512.c can (the same bits as vector = 0, the row-at-a-time reference). */
 void nf_attention_rms_rows(nf_real *out, size_t ldo, nf_real *rstd, size_t ldr, const nf_real *u, size_t ldu,
                            const nf_real *g, int rows, int dh, int vector);
 void nf_attention_rms_rows_backward(nf_real *du, size_t lddu, const nf_real *dy, size_t lddy, const nf_real *u,
                                     size_t ldu, const nf_real *rstd, size_t ldr, const nf_real *g, int rows, int dh,
-                                    int vector);
+                                    int vector, nf_real *dg);
 
 /* Attention's softmax of one row of scores in place (len entries, padded to `padded` with zeros;
  * stat = (max, 1/sum) when not NULL) and its backward (s = dP in, dS out), on nn/attention_avx512.c's

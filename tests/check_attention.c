@@ -203,9 +203,16 @@ START_TEST(test_qk_norm_rows)
         nf_attention_rms_rows(ip, ld, NULL, 0, ip, ld, g, rows, dh, 1);
         for (int r = 0; r < rows; r++)
             ck_assert_msg(memcmp(ip + r * ld, o0 + r * ld, (size_t)dh * sizeof *ip) == 0, "dh %d: in place, row %d", dh, r);
-        nf_attention_rms_rows_backward(o0, ld, dy, ld, u, ld, r0, 2, g, rows, dh, 0);
-        nf_attention_rms_rows_backward(o1, ld, dy, ld, u, ld, r0, 2, g, rows, dh, 1);
+        nf_real dg0[32], dg1[32];
+        for (int i = 0; i < 32; i++) dg0[i] = dg1[i] = (nf_real)(0.1 * i - 1);
+        nf_attention_rms_rows_backward(o0, ld, dy, ld, u, ld, r0, 2, g, rows, dh, 0, dg0);
+        nf_attention_rms_rows_backward(o1, ld, dy, ld, u, ld, r0, 2, g, rows, dh, 1, dg1);
         ck_assert_msg(memcmp(o0, o1, nm * sizeof *o0) == 0, "dh %d: backward rows differ from the reference", dh);
+        ck_assert_msg(memcmp(dg0, dg1, sizeof dg0) == 0, "dh %d: the gains' sums differ from the reference", dh);
+        double want = 0.1 * 3 - 1; /* dg[3] against its definition */
+        for (int r = 0; r < rows; r++) want += (double)dy[r * ld + 3] * u[r * ld + 3] * r0[2 * r];
+        ck_assert_msg(nf_test_relerr(dg0[3], want, 1) < 1e-5, "dh %d: gain sum %.9g, definition %.9g", dh,
+                      (double)dg0[3], want);
     }
     free(u), free(dy), free(g), free(o0), free(o1), free(ip);
 }
