@@ -13,6 +13,38 @@
 
 #include "nn/transformer.h"
 
+#include "core/blas.h"
+#include "core/simd.h"
+#include "nn/nn_internal.h"
+
+/* The residual sums y += x (n entries), split over the pool when large (each entry's sum the same
+ * whichever part adds it). */
+typedef struct add_job {
+    nf_real *y;
+    const nf_real *x;
+    size_t n;
+} add_job;
+
+NF_SIMD_CLONES static void add_range(nf_real *y, const nf_real *x, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void add_part(void *arg, int part, int nparts)
+{
+    const add_job *j = arg;
+    const size_t i0 = j->n * part / nparts / 16 * 16, i1 = part + 1 == nparts ? j->n : j->n * (part + 1) / nparts / 16 * 16;
+    if (i0 < i1) add_range(j->y + i0, j->x + i0, i1 - i0);
+}
+
+static void add_into(nf_real *y, const nf_real *x, size_t n)
+{
+    const int parts = nf_nn_par(n) ? nf_blas_get_threads() : 1;
+    add_job j = {y, x, n};
+    nf_threads_run(parts, parts > 1 ? parts : 1, add_part, &j);
+}
+
 int nf_tblock_init(nf_tblock *B, nf_params *P, const char *name, int d, int heads, int mlp_ratio, int qk_norm,
                    nf_rng *rng)
 {
@@ -76,7 +108,7 @@ void nf_tblock_forward(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_r
     bviews v = block_views(B, ws, n, T);
     nf_layernorm_forward(&B->ln1, P, v.a, v.c1, x, N);
     nf_attention_forward(&B->attn, P, v.att, scratch, v.h, v.a, n, T);
-    for (size_t i = 0; i < Nd; i++) v.h[i] += x[i];
+    add_into(v.h, x, Nd);
     nf_layernorm_forward(&B->ln2, P, v.b, v.c2, v.h, N);
     nf_linear_forward(&B->fc1, P, NULL, v.m, v.b, N);
     nf_act_gelu_forward_grad(v.g, v.m, (size_t)N * B->hidden); /* v.m now holds GELU'(m) */
@@ -104,7 +136,7 @@ void nf_tblock_backward(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_
     nf_attention_backward(&B->attn, P, v.att, att_sc, da, dh, v.a, n, T);
     nf_layernorm_backward(&B->ln1, P, dx, da, x, v.c1, N);
     if (dx)
-        for (size_t i = 0; i < Nd; i++) dx[i] += dh[i];
+        add_into(dx, dh, Nd);
 }
 
 size_t nf_tblock_step_workspace(const nf_tblock *B, int n, int Tmax)
@@ -134,7 +166,7 @@ int nf_tblock_block(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_real
     nf_real *a = ws, *h = a + nd, *b = h + nd, *c = b + nd, *u = c + (size_t)N * 4, *aws = u + (size_t)N * B->hidden;
     nf_layernorm_forward(&B->ln1, P, a, c, x, N);
     NF_TRY(nf_attention_block(&B->attn, P, aws, kv, Tmax, h, a, t0, m, n));
-    for (size_t i = 0; i < nd; i++) h[i] += x[i];
+    add_into(h, x, nd);
     nf_layernorm_forward(&B->ln2, P, b, c + 2 * (size_t)N, h, N);
     nf_linear_forward(&B->fc1, P, NULL, u, b, N);
     nf_act_forward(NF_ACT_GELU, u, u, (size_t)N * B->hidden);
