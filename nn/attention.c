@@ -436,6 +436,15 @@ static int pair_threads(int pairs, double flops)
  * columns c0 = lo(r0) .. r1 - 1, each row's softmax over columns lo(i)..i (forward: saving (m, 1/z)
  * in stat; again: reading them), zeros right of the diagonal inside the block and left of lo(i)
  * (zero_left_of_window).  Columns >= r1 are not written (nor, without a window, any left of c0 = 0). */
+#ifndef NF_DOUBLE
+/* A short pair on nn/attention_avx512.c's row kernels: dh 16, one row block of whole vectors
+ * (T <= ATTN_BLOCK, a multiple of 16), no window; the float build on an AVX-512 CPU. */
+static int short_pair(const nf_attention *A, int T)
+{
+    return A->dh == 16 && T % 16 == 0 && T <= ATTN_BLOCK && A->win_back < 0 && avx512_usable();
+}
+#endif
+
 static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again)
 {
     const int vec = avx512_usable();
@@ -445,6 +454,25 @@ static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again
     const nf_real scale = (nf_real)(1.0 / sqrt((double)dh));
     const nf_real *q = j->w.q + row0 * j->w.ldq + (size_t)h * dh, *k = j->w.k + row0 * j->w.ldk + (size_t)h * dh;
     nf_real *stat = j->w.stat + ((size_t)b * A->heads + h) * T * 2;
+#ifndef NF_DOUBLE
+    if (short_pair(A, T)) { /* the same P as the product below, each row's scores as far as its softmax reads */
+        nf_real *kt = p + (size_t)T * T; /* the part's second tile: free until backward's dS */
+        nf_attn512_transpose_k(kt, k, (size_t)j->w.ldk, T);
+        for (int i0 = 0; i0 < T; i0 += 8) /* eight rows' scores at once, as far as the last one's softmax reads */
+            nf_attn512_score_rows(p + (size_t)i0 * T, (size_t)T, q + (size_t)i0 * j->w.ldq, (size_t)j->w.ldq, kt, T,
+                                  padded_len(0, i0 + 7, T) / 16, scale);
+        for (int i = 0; i < T; i++) {
+            nf_real *pi = p + (size_t)i * T;
+            const int padded = padded_len(0, i, T);
+            if (again)
+                softmax_row_again(pi, i + 1, padded, stat + 2 * (size_t)i);
+            else
+                nf_attn512_softmax_row(pi, i + 1, padded, stat + 2 * (size_t)i);
+            for (int c = padded; c < T; c++) pi[c] = 0;
+        }
+        return;
+    }
+#endif
     for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
         const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T, c0 = key_lo(A, r0);
         nf_gemm(0, 1, r1 - r0, r1 - c0, dh, scale, q + (size_t)r0 * j->w.ldq, j->w.ldq, k + (size_t)c0 * j->w.ldk,
@@ -471,6 +499,13 @@ static void forward_pair(const pair_job *j, int b, int h, nf_real *p)
     const nf_real *v = j->w.v + row0 * j->w.ldv + (size_t)h * dh;
     nf_real *o = j->w.o + row0 * d + (size_t)h * dh;
     probabilities(j, b, h, p, 0);
+#ifndef NF_DOUBLE
+    if (short_pair(A, T)) { /* row i sees keys 0..i: the product's sums without the zeros after them */
+        for (int i0 = 0; i0 < T; i0 += 8) /* rows i0..i0+7 see keys up to i0+7 (zeros after each row's own) */
+            nf_attn512_pv_rows(o + (size_t)i0 * d, (size_t)d, p + (size_t)i0 * T, (size_t)T, v, (size_t)j->w.ldv, i0 + 8);
+        return;
+    }
+#endif
     for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
         const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T, c0 = key_lo(A, r0);
         nf_gemm(0, 0, r1 - r0, dh, r1 - c0, 1, p + (size_t)r0 * T + c0, T, v + (size_t)c0 * j->w.ldv, j->w.ldv, 0,

@@ -30,6 +30,7 @@
 #if defined(__AVX512F__) && !defined(NF_DOUBLE)
 #include <immintrin.h>
 
+#include "core/simd512.h"
 #include "nn/simd512.h"
 
 int nf_rms16_compiled(void) { return 1; }
@@ -183,6 +184,50 @@ void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale)
         _mm512_mask_storeu_ps(s + j0, in, _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(sv, dt)), sc));
     }
 }
+void nf_attn512_transpose_k(float *kt, const float *k, size_t ldk, int T)
+{
+    for (int j0 = 0; j0 < T; j0 += 16) {
+        __m512 r[16];
+        for (int q = 0; q < 16; q++) r[q] = _mm512_loadu_ps(k + (size_t)(j0 + q) * ldk);
+        nf_transpose16_ps(r);
+        for (int c = 0; c < 16; c++) _mm512_storeu_ps(kt + (size_t)c * T + j0, r[c]);
+    }
+}
+
+/* Eight rows at once: eight independent chains of fused multiply-adds (one row's chain alone waited
+ * on each add), each output's own chain as nf_gemm's kernel runs it. */
+void nf_attn512_score_rows(float *s, size_t lds, const float *q, size_t ldq, const float *kt, int T, int nb,
+                           float scale)
+{
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int b = 0; b < nb; b++) {
+        __m512 acc[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) acc[r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; c++) {
+            const __m512 kc = _mm512_loadu_ps(kt + (size_t)c * T + 16 * b);
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r * ldq + c]), kc, acc[r]);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) _mm512_storeu_ps(s + r * lds + 16 * b, _mm512_mul_ps(sc, acc[r]));
+    }
+}
+
+void nf_attn512_pv_rows(float *o, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv, int n)
+{
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) acc[r] = _mm512_setzero_ps();
+    for (int j = 0; j < n; j++) {
+        const __m512 vj = _mm512_loadu_ps(v + (size_t)j * ldv);
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * ldp + j]), vj, acc[r]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) _mm512_storeu_ps(o + r * ldo, acc[r]); /* alpha 1 */
+}
 #else
 int nf_rms16_compiled(void) { return 0; }
 
@@ -206,5 +251,18 @@ void nf_attn512_softmax_row(float *s, int len, int padded, float *stat)
 void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale)
 {
     (void)p, (void)s, (void)n, (void)scale;
+}
+
+void nf_attn512_transpose_k(float *kt, const float *k, size_t ldk, int T) { (void)kt, (void)k, (void)ldk, (void)T; }
+
+void nf_attn512_score_rows(float *s, size_t lds, const float *q, size_t ldq, const float *kt, int T, int nb,
+                           float scale)
+{
+    (void)s, (void)lds, (void)q, (void)ldq, (void)kt, (void)T, (void)nb, (void)scale;
+}
+
+void nf_attn512_pv_rows(float *o, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv, int n)
+{
+    (void)o, (void)ldo, (void)p, (void)ldp, (void)v, (void)ldv, (void)n;
 }
 #endif

@@ -20,6 +20,13 @@ void nf_rms16_forward(float *out, size_t ldo, float *rstd, size_t ldr, const flo
                       int dh, float eps);
 void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, const float *u, size_t ldu,
                        const float *rstd, size_t ldr, const float *g, int dh, float *dg);
+/* A pair's scores and outputs (dh 16), eight rows r at a time: kt (16 x T) = k^T (k: T rows at ldk,
+ * T a multiple of 16); s_r[0..16 nb) = scale (q_r . kt[:, j]); o_r (16) = sum_{j<n} p_r[j] v_j (v: rows
+ * at ldv).  Each sum as nf_gemm's kernel forms it, so the bits of the products they replace. */
+void nf_attn512_transpose_k(float *kt, const float *k, size_t ldk, int T);
+void nf_attn512_score_rows(float *s, size_t lds, const float *q, size_t ldq, const float *kt, int T, int nb,
+                           float scale);
+void nf_attn512_pv_rows(float *o, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv, int n);
 /* softmax_row and softmax_grad_row of nn/attention.c (their contracts there). */
 void nf_attn512_softmax_row(float *s, int len, int padded, float *stat);
 void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale);

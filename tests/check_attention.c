@@ -492,6 +492,39 @@ START_TEST(test_softmax_rows)
 }
 END_TEST
 
+/* Short pairs (dh 16, T 16..64 a multiple of 16, no window) take nn/attention_avx512.c's score and
+ * output rows where the CPU has AVX-512; a window that hides nothing (each token sees all before it)
+ * takes the products.  Both must give the same bits, forward and backward. */
+START_TEST(test_short_pairs)
+{
+    const int Ts[] = {16, 64};
+    for (int k = 0; k < 2; k++) {
+        const int n = 3, T = Ts[k], d = 64, H = 4;
+        const size_t nx = (size_t)n * T * d;
+        acase a, b;
+        acase_setup(&a, n, T, d, H, NF_QK_RMS, 8100 + (uint64_t)T);
+        set_window(1, T);
+        acase_setup(&b, n, T, d, H, NF_QK_RMS, 8100 + (uint64_t)T);
+        set_window(0, -1);
+        nf_attention_forward(&a.A, a.P, a.ws, a.sc, a.y, a.x, n, T);
+        nf_attention_forward(&b.A, b.P, b.ws, b.sc, b.y, b.x, n, T);
+        ck_assert_msg(memcmp(a.y, b.y, nx * sizeof *a.y) == 0, "T %d: the short pairs' forward differs", T);
+        nf_real *w = malloc(nx * sizeof *w), *dxa = calloc(nx, sizeof *dxa), *dxb = calloc(nx, sizeof *dxb);
+        nf_test_fill_uniform(w, nx, -1.3, 1.1, 81);
+        nf_params_zero_grad(a.P), nf_params_zero_grad(b.P);
+        nf_attention_backward(&a.A, a.P, a.ws, a.sc, dxa, w, a.x, n, T);
+        nf_attention_backward(&b.A, b.P, b.ws, b.sc, dxb, w, b.x, n, T);
+        ck_assert_msg(memcmp(dxa, dxb, nx * sizeof *dxa) == 0, "T %d: the short pairs' input gradient differs", T);
+        ck_assert_msg(memcmp(a.P->grad, b.P->grad, a.P->n * sizeof *a.P->grad) == 0,
+                      "T %d: the short pairs' parameter gradients differ", T);
+        free(w), free(dxa), free(dxb);
+        acase_teardown(&a), acase_teardown(&b);
+    }
+    check_reference(2, 64, 64, 4, NF_QK_RMS);
+    check_decode(3, 32, 32, 2, NF_QK_RMS);
+}
+END_TEST
+
 static Suite *attention_suite(void)
 {
     Suite *s = suite_create("attention");
@@ -500,6 +533,7 @@ static Suite *attention_suite(void)
     tcase_add_test(t, test_forward_reference);
     tcase_add_test(t, test_qk_norm_rows);
     tcase_add_test(t, test_softmax_rows);
+    tcase_add_test(t, test_short_pairs);
     tcase_add_test(t, test_gradients);
     tcase_add_test(t, test_decode);
     tcase_add_test(t, test_causal);
