@@ -547,24 +547,22 @@ void nf_attention_forward(const nf_attention *A, const nf_params *P, nf_real *ws
     nf_linear_forward(&A->out, P, NULL, y, w.o, N);
 }
 
-/* One pair's backward, with dO = dL/do and P computed again into p:
- *   dP = dO v^T,  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) / sqrt(dh)   (softmax; zero above the diagonal)
- *   dq = dS k,  dk = dS^T q,  dv = P^T dO   (written, not added: each pair owns its columns). */
-static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *ds)
+/* The views of one pair (sequence b, head h) that its backward reads and writes. */
+typedef struct pair_views {
+    const nf_real *q, *k, *v, *dO;
+    nf_real *dq, *dk, *dv;
+    int ldq, ldk, ldv, lddq, lddk, ldo, lddv;
+} pair_views;
+
+/* The pair's products by nf_gemm, row block by row block (any T, any window). */
+static void backward_products(const pair_job *j, const pair_views *u, nf_real *p, nf_real *ds, nf_real scale)
 {
-    const int vec = avx512_usable();
     const nf_attention *A = j->A;
-    const int T = j->T, dh = A->dh, d = A->d, ldq = j->w.ldq, ldk = j->w.ldk, ldv = j->w.ldv;
-    const size_t row0 = (size_t)b * T, col = (size_t)h * dh;
-    const nf_real scale = (nf_real)(1.0 / sqrt((double)dh));
-    const nf_real *q = j->w.q + row0 * ldq + col, *k = j->w.k + row0 * ldk + col, *v = j->w.v + row0 * ldv + col;
-    const nf_real *dO = j->do_ + row0 * d + col;
-    nf_real *dq = j->dq + row0 * j->lddq + col, *dk = j->dk + row0 * j->lddk + col, *dv = j->dv + row0 * 3 * d + col;
-    probabilities(j, b, h, p, 1);
+    const int T = j->T, dh = A->dh, vec = avx512_usable();
     for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
         const int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T, c0 = key_lo(A, r0);
-        nf_gemm(0, 1, r1 - r0, r1 - c0, dh, 1, dO + (size_t)r0 * d, d, v + (size_t)c0 * ldv, ldv, 0,
-                ds + (size_t)r0 * T + c0, T);
+        nf_gemm(0, 1, r1 - r0, r1 - c0, dh, 1, u->dO + (size_t)r0 * u->ldo, u->ldo, u->v + (size_t)c0 * u->ldv, u->ldv,
+                0, ds + (size_t)r0 * T + c0, T);
         for (int i = r0; i < r1; i++) {
             const nf_real *pi = p + (size_t)i * T;
             nf_real *si = ds + (size_t)i * T;
@@ -573,17 +571,63 @@ static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *
             zero_left_of_window(si, c0, lo);
             for (int c = i + 1; c < r1; c++) si[c] = 0;
         }
-        nf_gemm(0, 0, r1 - r0, dh, r1 - c0, 1, ds + (size_t)r0 * T + c0, T, k + (size_t)c0 * ldk, ldk, 0,
-                dq + (size_t)r0 * j->lddq, j->lddq);
+        nf_gemm(0, 0, r1 - r0, dh, r1 - c0, 1, ds + (size_t)r0 * T + c0, T, u->k + (size_t)c0 * u->ldk, u->ldk, 0,
+                u->dq + (size_t)r0 * u->lddq, u->lddq);
     }
     /* column block c0..c1 of dS and P is non-zero only on rows c0 .. the last that sees column c1 - 1 */
     for (int c0 = 0; c0 < T; c0 += ATTN_BLOCK) {
         const int c1 = c0 + ATTN_BLOCK < T ? c0 + ATTN_BLOCK : T, rows = key_last_row(A, c1 - 1, T) + 1 - c0;
-        nf_gemm(1, 0, c1 - c0, dh, rows, 1, p + (size_t)c0 * T + c0, T, dO + (size_t)c0 * d, d, 0,
-                dv + (size_t)c0 * 3 * d, 3 * d);
-        nf_gemm(1, 0, c1 - c0, dh, rows, 1, ds + (size_t)c0 * T + c0, T, q + (size_t)c0 * ldq, ldq, 0,
-                dk + (size_t)c0 * j->lddk, j->lddk);
+        nf_gemm(1, 0, c1 - c0, dh, rows, 1, p + (size_t)c0 * T + c0, T, u->dO + (size_t)c0 * u->ldo, u->ldo, 0,
+                u->dv + (size_t)c0 * u->lddv, u->lddv);
+        nf_gemm(1, 0, c1 - c0, dh, rows, 1, ds + (size_t)c0 * T + c0, T, u->q + (size_t)c0 * u->ldq, u->ldq, 0,
+                u->dk + (size_t)c0 * u->lddk, u->lddk);
     }
+}
+
+#ifndef NF_DOUBLE
+/* The same products of a short pair on the row kernels, the same bits (see forward_pair). */
+static void backward_short(const pair_views *u, const nf_real *p, nf_real *ds, int T, nf_real scale)
+{
+    nf_real vt[16 * ATTN_BLOCK];
+    nf_attn512_transpose_k(vt, u->v, (size_t)u->ldv, T);
+    for (int i0 = 0; i0 < T; i0 += 8) /* dP = dO v^T, as far as each row's softmax backward reads */
+        nf_attn512_score_rows(ds + (size_t)i0 * T, (size_t)T, u->dO + (size_t)i0 * u->ldo, (size_t)u->ldo, vt, T,
+                              padded_len(0, i0 + 7, T) / 16, 1);
+    for (int i = 0; i < T; i++) {
+        nf_real *si = ds + (size_t)i * T;
+        nf_attn512_softmax_grad_row(p + (size_t)i * T, si, padded_len(0, i, T), scale);
+        for (int c = i + 1; c < T; c++) si[c] = 0;
+    }
+    for (int i0 = 0; i0 < T; i0 += 8) { /* dq = dS k; dv = P^T dO and dk = dS^T q from row i0 on */
+        nf_attn512_pv_rows(u->dq + (size_t)i0 * u->lddq, (size_t)u->lddq, ds + (size_t)i0 * T, (size_t)T, u->k,
+                           (size_t)u->ldk, i0 + 8);
+        nf_attn512_tn_rows(u->dv + (size_t)i0 * u->lddv, (size_t)u->lddv, p + i0, (size_t)T, u->dO, (size_t)u->ldo, i0,
+                           T);
+        nf_attn512_tn_rows(u->dk + (size_t)i0 * u->lddk, (size_t)u->lddk, ds + i0, (size_t)T, u->q, (size_t)u->ldq, i0,
+                           T);
+    }
+}
+#endif
+
+/* One pair's backward, with dO = dL/do and P computed again into p:
+ *   dP = dO v^T,  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) / sqrt(dh)   (softmax; zero above the diagonal)
+ *   dq = dS k,  dk = dS^T q,  dv = P^T dO   (written, not added: each pair owns its columns). */
+static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *ds)
+{
+    const nf_attention *A = j->A;
+    const int T = j->T, dh = A->dh, d = A->d;
+    const size_t row0 = (size_t)b * T, col = (size_t)h * dh;
+    const nf_real scale = (nf_real)(1.0 / sqrt((double)dh));
+    pair_views u = {j->w.q + row0 * j->w.ldq + col, j->w.k + row0 * j->w.ldk + col, j->w.v + row0 * j->w.ldv + col,
+                    j->do_ + row0 * d + col, j->dq + row0 * j->lddq + col, j->dk + row0 * j->lddk + col,
+                    j->dv + row0 * 3 * d + col, j->w.ldq, j->w.ldk, j->w.ldv, j->lddq, j->lddk, d, 3 * d};
+    probabilities(j, b, h, p, 1);
+#ifndef NF_DOUBLE
+    if (short_pair(A, T))
+        backward_short(&u, p, ds, T, scale);
+    else
+#endif
+        backward_products(j, &u, p, ds, scale);
     if (A->qk_norm) /* dq, dk above were for the normalised rows: through the RMS norm into dqkv */
         rms_pair_backward(j->dqkv, j->dq, j->w.qkv, j->w.rstd, j->P->value + A->q_gain, j->P->value + A->k_gain,
                           j->gains + ((size_t)b * A->heads + h) * 2 * dh, j->gains + ((size_t)b * A->heads + h) * 2 * dh + dh,

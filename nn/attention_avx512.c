@@ -228,6 +228,19 @@ void nf_attn512_pv_rows(float *o, size_t ldo, const float *p, size_t ldp, const 
 #pragma GCC unroll 8
     for (int r = 0; r < 8; r++) _mm512_storeu_ps(o + r * ldo, acc[r]); /* alpha 1 */
 }
+void nf_attn512_tn_rows(float *o, size_t ldo, const float *a, size_t lda, const float *x, size_t ldx, int i0, int i1)
+{
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) acc[r] = _mm512_setzero_ps();
+    for (int i = i0; i < i1; i++) {
+        const __m512 xi = _mm512_loadu_ps(x + (size_t)i * ldx);
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)i * lda + r]), xi, acc[r]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) _mm512_storeu_ps(o + r * ldo, acc[r]); /* alpha 1 */
+}
 #else
 int nf_rms16_compiled(void) { return 0; }
 
@@ -264,5 +277,10 @@ void nf_attn512_score_rows(float *s, size_t lds, const float *q, size_t ldq, con
 void nf_attn512_pv_rows(float *o, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv, int n)
 {
     (void)o, (void)ldo, (void)p, (void)ldp, (void)v, (void)ldv, (void)n;
+}
+
+void nf_attn512_tn_rows(float *o, size_t ldo, const float *a, size_t lda, const float *x, size_t ldx, int i0, int i1)
+{
+    (void)o, (void)ldo, (void)a, (void)lda, (void)x, (void)ldx, (void)i0, (void)i1;
 }
 #endif

@@ -27,6 +27,9 @@ void nf_attn512_transpose_k(float *kt, const float *k, size_t ldk, int T);
 void nf_attn512_score_rows(float *s, size_t lds, const float *q, size_t ldq, const float *kt, int T, int nb,
                            float scale);
 void nf_attn512_pv_rows(float *o, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv, int n);
+/* The transposed product's rows: o_r (16) = sum_{i0 <= i < i1} a[i lda + r] x_i, r = 0..7 (eight
+ * columns of a; the terms before i0 are zeros of a, which the product's sums add exactly). */
+void nf_attn512_tn_rows(float *o, size_t ldo, const float *a, size_t lda, const float *x, size_t ldx, int i0, int i1);
 /* softmax_row and softmax_grad_row of nn/attention.c (their contracts there). */
 void nf_attn512_softmax_row(float *s, int len, int padded, float *stat);
 void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale);
