@@ -146,35 +146,13 @@ static views cache_views(const nf_attention *A, const nf_real *ws, int n, int T)
 
 enum { LANES = 16 };
 
-/* A row's sum in LANES partial sums (lane l: entries l, l + LANES, ... in order), halved in a tree:
- * stage w adds lane l + w to lane l, w = LANES/2 .. 1.  The QK norm's sums take this order so that
- * nn/attention_avx512.c, which sums sixteen rows at once, gives the same bits.  LANE_SUM(lane, dh, term)
- * adds term (of i) for i = 0..dh-1 to lane i % LANES, in that order. */
-static inline nf_real tree_sum(nf_real *lane)
-{
-    for (int w = LANES / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
-    return lane[0];
-}
-
-#define LANE_SUM(lane, dh, term)                                                                                  \
-    do {                                                                                                           \
-        for (int i0 = 0; i0 + LANES <= (dh); i0 += LANES) {                                                        \
-            _Pragma("omp simd") for (int l = 0; l < LANES; l++) {                                                  \
-                const int i = i0 + l;                                                                              \
-                lane[l] += (term);                                                                                 \
-            }                                                                                                      \
-        }                                                                                                          \
-        for (int i = (dh) / LANES * LANES; i < (dh); i++) lane[i % LANES] += (term);                               \
-    } while (0)
-
 /* RMS norm of one head's row: r = 1/sqrt(mean(u^2) + eps), out = g * u * r (out may be u); returns
- * r.  All in the build's precision. */
+ * r.  All in the build's precision; the sums in NF_LANE_SUM's order (nn/attention_avx512.c's). */
 static inline nf_real rms_row(nf_real *out, const nf_real *u, const nf_real *g, int dh)
 {
-    nf_real lane[LANES] = {0};
-    LANE_SUM(lane, dh, u[i] * u[i]);
-    const nf_real r = 1 / SQRT(tree_sum(lane) / (nf_real)dh + (nf_real)QK_EPS);
+    nf_real lane[NF_LANES] = {0};
+    NF_LANE_SUM(lane, dh, u[i] * u[i]);
+    const nf_real r = 1 / SQRT(nf_lane_tree(lane) / (nf_real)dh + (nf_real)QK_EPS);
     for (int i = 0; i < dh; i++) out[i] = g[i] * u[i] * r;
     return r;
 }
@@ -185,9 +163,9 @@ static inline nf_real rms_row(nf_real *out, const nf_real *u, const nf_real *g, 
 static inline void rms_row_backward(nf_real *du, const nf_real *dout, const nf_real *u, nf_real r, const nf_real *g,
                                     int dh)
 {
-    nf_real lane[LANES] = {0};
-    LANE_SUM(lane, dh, g[i] * dout[i] * u[i] * r);
-    const nf_real m = tree_sum(lane) / (nf_real)dh;
+    nf_real lane[NF_LANES] = {0};
+    NF_LANE_SUM(lane, dh, g[i] * dout[i] * u[i] * r);
+    const nf_real m = nf_lane_tree(lane) / (nf_real)dh;
     for (int i = 0; i < dh; i++) du[i] = r * (g[i] * dout[i] - u[i] * r * m);
 }
 

@@ -1,9 +1,9 @@
 /* nn/layernorm.c - layer normalisation over the last axis (Ba et al. 2016), llm.c style.
  *
  * Forward caches each row's mean and rstd = 1/sqrt(var + eps) (biased variance, eps 1e-5, as
- * torch.nn.LayerNorm) so backward need not recompute them.  A row's sums are in double, in 16 lanes
- * (lane l sums entries l, l + 16, ... in order) halved in a tree (stage w adds lane l + w to lane l,
- * w = 8, 4, 2, 1): the order nn/layernorm_avx512.c keeps in registers, so both give the same bits.
+ * torch.nn.LayerNorm) so backward need not recompute them.  A row's sums are in double, in
+ * NF_LANE_SUM's order (nn/nn_internal.h), which nn/layernorm_avx512.c keeps in registers, so both
+ * give the same bits.
  * (`omp simd reduction` left the order to the compiler, which summed its partial sums in a scalar
  * loop through memory: most of a row's time at TarFlow's width 64.)
  */
@@ -15,26 +15,7 @@
 #include "core/blas.h"
 #include "core/simd.h"
 
-enum { LN_LANES = 16, LN_ROWS = 64 };
-
-static inline double ln_tree(double *lane)
-{
-    for (int w = LN_LANES / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
-    return lane[0];
-}
-
-/* lane i % 16 += TERM (of i), i = 0..C-1 in order */
-#define LN_SUM(lane, C, TERM)                                                                                      \
-    do {                                                                                                           \
-        for (int i0 = 0; i0 + LN_LANES <= (C); i0 += LN_LANES) {                                                   \
-            _Pragma("omp simd") for (int l = 0; l < LN_LANES; l++) {                                               \
-                const int i = i0 + l;                                                                              \
-                lane[l] += (TERM);                                                                                 \
-            }                                                                                                      \
-        }                                                                                                          \
-        for (int i = (C) / LN_LANES * LN_LANES; i < (C); i++) lane[i % LN_LANES] += (TERM);                        \
-    } while (0)
+enum { LN_ROWS = 64 }; /* rows a call of the AVX-512 kernels takes (OpenMP splits the calls) */
 
 #ifndef NF_DOUBLE
 /* Rows of a width the AVX-512 kernels take (C % 16 == 0, a CPU with AVX-512)? */
@@ -66,12 +47,12 @@ NF_SIMD_CLONES static void nf_layernorm_forward_simd(const nf_layernorm *L, cons
     for (int r = 0; r < n; r++) {
         const nf_real *xr = x + (size_t)r * C;
         nf_real *yr = y + (size_t)r * C;
-        double lane[LN_LANES] = {0};
-        LN_SUM(lane, C, (double)xr[i]);
-        const double mean = ln_tree(lane) / C;
-        for (int l = 0; l < LN_LANES; l++) lane[l] = 0;
-        LN_SUM(lane, C, ((double)xr[i] - mean) * ((double)xr[i] - mean));
-        const double rstd = 1.0 / sqrt(ln_tree(lane) / C + LN_EPS);
+        double lane[NF_LANES] = {0};
+        NF_LANE_SUM(lane, C, (double)xr[i]);
+        const double mean = nf_lane_tree_d(lane) / C;
+        for (int l = 0; l < NF_LANES; l++) lane[l] = 0;
+        NF_LANE_SUM(lane, C, ((double)xr[i] - mean) * ((double)xr[i] - mean));
+        const double rstd = 1.0 / sqrt(nf_lane_tree_d(lane) / C + LN_EPS);
         const nf_real mu = (nf_real)mean, rs = (nf_real)rstd;
 #pragma omp simd
         for (int i = 0; i < C; i++) yr[i] = (xr[i] - mu) * rs * gamma[i] + beta[i];
@@ -125,10 +106,10 @@ NF_SIMD_CLONES static void nf_layernorm_grad_input_simd(const nf_layernorm *L, c
         const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
         nf_real *dxr = dx + (size_t)r * C;
         const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
-        double lg[LN_LANES] = {0}, lgx[LN_LANES] = {0};
-        LN_SUM(lg, C, (double)(dyr[i] * gamma[i]));
-        LN_SUM(lgx, C, (double)(dyr[i] * gamma[i] * (xr[i] - mu) * rs));
-        const double sg = ln_tree(lg), sgx = ln_tree(lgx);
+        double lg[NF_LANES] = {0}, lgx[NF_LANES] = {0};
+        NF_LANE_SUM(lg, C, (double)(dyr[i] * gamma[i]));
+        NF_LANE_SUM(lgx, C, (double)(dyr[i] * gamma[i] * (xr[i] - mu) * rs));
+        const double sg = nf_lane_tree_d(lg), sgx = nf_lane_tree_d(lgx);
         const nf_real mg = (nf_real)(sg / C), mgx = (nf_real)(sgx / C);
 #pragma omp simd
         for (int i = 0; i < C; i++) {

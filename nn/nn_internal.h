@@ -11,6 +11,36 @@
 /* Split an elementwise loop of n entries over OpenMP threads?  Not inside a part of a shared pass
  * or a parallel region, where it would only cost a team. */
 static inline int nf_nn_par(size_t n) { return n > NF_NN_PAR_MIN && !nf_threads_in_parallel(); }
+/* Row sums in a fixed order: lane l of NF_LANES sums the terms i = l, l + NF_LANES, ... in order
+ * (NF_LANE_SUM adds TERM, an expression in i, for i = 0..n-1), then the lanes are halved in a tree,
+ * lane l + w into lane l for w = 8, 4, 2, 1 (nf_lane_tree, nf_lane_tree_d): the order the AVX-512
+ * kernels of nn/ keep in registers (nn/simd512.h), so both give the same bits. */
+#define NF_LANES 16
+#define NF_LANE_SUM(lane, n, TERM)                                                                                 \
+    do {                                                                                                           \
+        for (int i0 = 0; i0 + NF_LANES <= (n); i0 += NF_LANES) {                                                   \
+            _Pragma("omp simd") for (int l = 0; l < NF_LANES; l++) {                                               \
+                const int i = i0 + l;                                                                              \
+                lane[l] += (TERM);                                                                                 \
+            }                                                                                                      \
+        }                                                                                                          \
+        for (int i = (n) / NF_LANES * NF_LANES; i < (n); i++) lane[i % NF_LANES] += (TERM);                        \
+    } while (0)
+
+static inline nf_real nf_lane_tree(nf_real *lane)
+{
+    for (int w = NF_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
+}
+
+static inline double nf_lane_tree_d(double *lane)
+{
+    for (int w = NF_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
+}
+
 /* Threads that share one network pass at most (each needs its own scratch for masked blocks). */
 #define NF_NN_MAX_THREADS 8
 
