@@ -439,15 +439,10 @@ static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again
         for (int i0 = 0; i0 < T; i0 += 8) /* eight rows' scores at once, as far as the last one's softmax reads */
             nf_attn512_score_rows(p + (size_t)i0 * T, (size_t)T, q + (size_t)i0 * j->w.ldq, (size_t)j->w.ldq, kt, T,
                                   padded_len(0, i0 + 7, T) / 16, scale);
-        for (int i = 0; i < T; i++) {
-            nf_real *pi = p + (size_t)i * T;
-            const int padded = padded_len(0, i, T);
-            if (again)
-                softmax_row_again(pi, i + 1, padded, stat + 2 * (size_t)i);
-            else
-                nf_attn512_softmax_row(pi, i + 1, padded, stat + 2 * (size_t)i);
-            for (int c = padded; c < T; c++) pi[c] = 0;
-        }
+        for (int i0 = 0; i0 < T; i0 += 8)
+            nf_attn512_softmax_rows8(p + (size_t)i0 * T, (size_t)T, i0, T, stat + 2 * (size_t)i0, again);
+        for (int i = 0; i < T; i++)
+            for (int c = padded_len(0, i, T); c < T; c++) p[(size_t)i * T + c] = 0;
         return;
     }
 #endif

@@ -123,7 +123,7 @@ void nf_rms16_backward(float *du, size_t lddu, const float *dy, size_t lddy, con
         }
 }
 /* flows/fastmath.h's nf_fast_expf, operation for operation. */
-static __m512 exp_ps(__m512 x)
+static inline __attribute__((always_inline)) __m512 exp_ps(__m512 x)
 {
     __m512 xc = _mm512_max_ps(x, _mm512_set1_ps(-87.3f)); /* NaN -> -87.3, as x > -87.3f ? x : -87.3f */
     xc = _mm512_min_ps(xc, _mm512_set1_ps(88.0f));
@@ -166,6 +166,60 @@ void nf_attn512_softmax_row(float *s, int len, int padded, float *stat)
         _mm512_mask_storeu_ps(s + j0, in, _mm512_mul_ps(_mm512_maskz_loadu_ps(in, s + j0), iv));
     }
     if (stat) stat[0] = m, stat[1] = inv;
+}
+
+void nf_attn512_softmax_rows8(float *p, size_t ldp, int i0, int T, float *stat, int again)
+{
+    int len[8], padded[8];
+    float m[8], inv[8] = {0};
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) {
+        const int i = i0 + r, up = (i + 16) / 16 * 16;
+        len[r] = i + 1, padded[r] = up <= T ? up : T;
+    }
+    const int nb = (padded[7] + 15) / 16;
+    if (again) {
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) m[r] = stat[2 * r], inv[r] = stat[2 * r + 1];
+    } else {
+        __m512 mx[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) mx[r] = _mm512_set1_ps(p[r * ldp]);
+        for (int b = 0; b < nb; b++)
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) {
+                const __mmask16 valid = below(16 * b, len[r]);
+                mx[r] = _mm512_mask_max_ps(mx[r], valid, mx[r], _mm512_maskz_loadu_ps(valid, p + r * ldp + 16 * b));
+            }
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) m[r] = _mm512_reduce_max_ps(mx[r]);
+    }
+    __m512 lane[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) lane[r] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++)
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            const __mmask16 in = below(16 * b, padded[r]), valid = below(16 * b, len[r]);
+            float *row = p + r * ldp + 16 * b;
+            __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, row), _mm512_set1_ps(m[r])));
+            if (again) e = _mm512_mul_ps(e, _mm512_set1_ps(inv[r]));
+            e = _mm512_maskz_mov_ps(valid, e);
+            _mm512_mask_storeu_ps(row, in, e);
+            lane[r] = _mm512_add_ps(lane[r], e);
+        }
+    if (again) return;
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) inv[r] = 1 / nf_tree_ps(lane[r]);
+    for (int b = 0; b < nb; b++)
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            const __mmask16 in = below(16 * b, padded[r]);
+            float *row = p + r * ldp + 16 * b;
+            _mm512_mask_storeu_ps(row, in, _mm512_mul_ps(_mm512_maskz_loadu_ps(in, row), _mm512_set1_ps(inv[r])));
+        }
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) stat[2 * r] = m[r], stat[2 * r + 1] = inv[r];
 }
 
 void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale)
@@ -282,5 +336,10 @@ void nf_attn512_pv_rows(float *o, size_t ldo, const float *p, size_t ldp, const 
 void nf_attn512_tn_rows(float *o, size_t ldo, const float *a, size_t lda, const float *x, size_t ldx, int i0, int i1)
 {
     (void)o, (void)ldo, (void)a, (void)lda, (void)x, (void)ldx, (void)i0, (void)i1;
+}
+
+void nf_attn512_softmax_rows8(float *p, size_t ldp, int i0, int T, float *stat, int again)
+{
+    (void)p, (void)ldp, (void)i0, (void)T, (void)stat, (void)again;
 }
 #endif

@@ -30,6 +30,10 @@ void nf_attn512_pv_rows(float *o, size_t ldo, const float *p, size_t ldp, const 
 /* The transposed product's rows: o_r (16) = sum_{i0 <= i < i1} a[i lda + r] x_i, r = 0..7 (eight
  * columns of a; the terms before i0 are zeros of a, which the product's sums add exactly). */
 void nf_attn512_tn_rows(float *o, size_t ldo, const float *a, size_t lda, const float *x, size_t ldx, int i0, int i1);
+/* The softmax of a short pair's rows i0..i0+7 (row r at p + r ldp: len i + 1, padded to whole
+ * vectors within T), eight rows' chains interleaved: again = 0 as softmax_row (stat (max, 1/sum) of
+ * row r at stat + 2r written), again = 1 as softmax_row_again (stat read). */
+void nf_attn512_softmax_rows8(float *p, size_t ldp, int i0, int T, float *stat, int again);
 /* softmax_row and softmax_grad_row of nn/attention.c (their contracts there). */
 void nf_attn512_softmax_row(float *s, int len, int padded, float *stat);
 void nf_attn512_softmax_grad_row(const float *p, float *s, int n, float scale);
