@@ -1,13 +1,16 @@
 /* nn/attention.c - causal multi-head self-attention (nn/attention.h): forward, backward, decoding step.
  *
  * Forward cache (N = n*T rows):  qkv (N, 3d) | [qk_norm: qk (N, 2d) normalised q|k, rstd (N, 2H)] |
- *                                stat (n, H, T, 2) each row's softmax max and 1/sum | o (N, d) heads
+ *                                stat (n, H, T, 2) each row's softmax max and 1/sum | o (N, d) heads |
+ *                                [short pairs: probs (n, H, T, T), each pair's P]
  * Scratch (forward and backward): do (N, d) | dqkv (N, 3d) | [qk_norm: dqk (N, 2d)] |
  *                                tiles (NF_NN_MAX_THREADS, 2, T, T): P and dS of the pair a part runs |
  *                                [qk_norm: gains (n H, 2, dh), each pair's sums for the gains' gradients]
- * The (T, T) probabilities are never kept: forward computes them a pair at a time in its part's tile,
- * backward computes them again from q, k and the row statistics, with the same operations, so they
- * are the same bits (one more q k^T product instead of n H T^T reals per layer in the cache).
+ * The (T, T) probabilities of long pairs are not kept: forward computes them a pair at a time in its
+ * part's tile, backward computes them again from q, k and the row statistics, with the same
+ * operations, so they are the same bits (one more q k^T product instead of n H T^2 reals per layer in
+ * the cache).  Short pairs (short_pair: T <= 64) keep them: at most 16 KB a pair, and their backward
+ * then skips a third of its scores, the softmax again and K's transpose (about 4% of a TarFlow step).
  * Each (sequence, head) pair works on strided views: q, k with row stride 3d (2d when normalised),
  * v with 3d, o with d.  Rows are taken in blocks of ATTN_BLOCK and every product stops at the block's
  * diagonal, so about half of the masked triangle is never computed; entries above the diagonal inside
@@ -103,11 +106,27 @@ static void zero_left_of_window(nf_real *row, int c0, int lo)
     for (int c = from; c < lo; c++) row[c] = 0;
 }
 
+static int avx512_usable(void);
+
+/* A short pair on nn/attention_avx512.c's row kernels: dh 16, one row block of whole vectors
+ * (T <= ATTN_BLOCK, a multiple of 16), no window; the float build on an AVX-512 CPU.  Its P is kept
+ * in the forward cache. */
+static int short_pair(const nf_attention *A, int T)
+{
+#ifdef NF_DOUBLE
+    (void)A, (void)T;
+    return 0;
+#else
+    return A->dh == 16 && T % 16 == 0 && T <= ATTN_BLOCK && A->win_back < 0 && avx512_usable();
+#endif
+}
+
 size_t nf_attention_workspace(const nf_attention *A, int n, int T)
 {
     const size_t N = (size_t)n * T, d = (size_t)A->d;
     size_t s = N * 3 * d + N * 2 * A->heads + N * d;
     if (A->qk_norm) s += N * 2 * d + N * 2 * A->heads;
+    if (short_pair(A, T)) s += N * A->heads * T;
     return s;
 }
 
@@ -121,7 +140,7 @@ size_t nf_attention_scratch(const nf_attention *A, int n, int T)
 
 /* Pointers into the forward cache and the strides of the q, k views. */
 typedef struct views {
-    nf_real *qkv, *qk, *rstd, *stat, *o;
+    nf_real *qkv, *qk, *rstd, *stat, *o, *probs; /* probs: short pairs' P (else NULL) */
     const nf_real *q, *k, *v;
     int ldq, ldk, ldv;
 } views;
@@ -135,7 +154,8 @@ static views cache_views(const nf_attention *A, const nf_real *ws, int n, int T)
     w.qk = w.rstd = NULL;
     if (A->qk_norm) w.qk = p, p += N * 2 * d, w.rstd = p, p += N * 2 * A->heads;
     w.stat = p, p += N * 2 * A->heads;
-    w.o = p;
+    w.o = p, p += N * d;
+    w.probs = short_pair(A, T) ? p : NULL;
     w.v = w.qkv + 2 * d, w.ldv = 3 * A->d;
     if (A->qk_norm)
         w.q = w.qk, w.k = w.qk + d, w.ldq = w.ldk = 2 * A->d;
@@ -414,16 +434,7 @@ static int pair_threads(int pairs, double flops)
  * columns c0 = lo(r0) .. r1 - 1, each row's softmax over columns lo(i)..i (forward: saving (m, 1/z)
  * in stat; again: reading them), zeros right of the diagonal inside the block and left of lo(i)
  * (zero_left_of_window).  Columns >= r1 are not written (nor, without a window, any left of c0 = 0). */
-#ifndef NF_DOUBLE
-/* A short pair on nn/attention_avx512.c's row kernels: dh 16, one row block of whole vectors
- * (T <= ATTN_BLOCK, a multiple of 16), no window; the float build on an AVX-512 CPU. */
-static int short_pair(const nf_attention *A, int T)
-{
-    return A->dh == 16 && T % 16 == 0 && T <= ATTN_BLOCK && A->win_back < 0 && avx512_usable();
-}
-#endif
-
-static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again)
+static void probabilities(const pair_job *j, int b, int h, nf_real *p, nf_real *kt, int again)
 {
     const int vec = avx512_usable();
     const nf_attention *A = j->A;
@@ -432,9 +443,9 @@ static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again
     const nf_real scale = (nf_real)(1.0 / sqrt((double)dh));
     const nf_real *q = j->w.q + row0 * j->w.ldq + (size_t)h * dh, *k = j->w.k + row0 * j->w.ldk + (size_t)h * dh;
     nf_real *stat = j->w.stat + ((size_t)b * A->heads + h) * T * 2;
+    (void)kt;
 #ifndef NF_DOUBLE
     if (short_pair(A, T)) { /* the same P as the product below, each row's scores as far as its softmax reads */
-        nf_real *kt = p + (size_t)T * T; /* the part's second tile: free until backward's dS */
         nf_attn512_transpose_k(kt, k, (size_t)j->w.ldk, T);
         for (int i0 = 0; i0 < T; i0 += 8) /* eight rows' scores at once, as far as the last one's softmax reads */
             nf_attn512_score_rows(p + (size_t)i0 * T, (size_t)T, q + (size_t)i0 * j->w.ldq, (size_t)j->w.ldq, kt, T,
@@ -463,15 +474,22 @@ static void probabilities(const pair_job *j, int b, int h, nf_real *p, int again
     }
 }
 
-/* One pair: P = causal softmax(q k^T / sqrt(dh)), then o = P v, row block by row block. */
-static void forward_pair(const pair_job *j, int b, int h, nf_real *p)
+/* The pair's P in the forward cache (short pairs), or NULL. */
+static nf_real *kept_probs(const pair_job *j, int b, int h)
+{
+    return j->w.probs ? j->w.probs + ((size_t)b * j->A->heads + h) * j->T * j->T : NULL;
+}
+
+/* One pair: P = causal softmax(q k^T / sqrt(dh)), then o = P v, row block by row block; P in the
+ * cache (short pairs) or the part's tile (T, T), whose second half holds k^T for the row kernels. */
+static void forward_pair(const pair_job *j, int b, int h, nf_real *tile)
 {
     const nf_attention *A = j->A;
     const int T = j->T, dh = A->dh, d = A->d;
     const size_t row0 = (size_t)b * T;
     const nf_real *v = j->w.v + row0 * j->w.ldv + (size_t)h * dh;
-    nf_real *o = j->w.o + row0 * d + (size_t)h * dh;
-    probabilities(j, b, h, p, 0);
+    nf_real *o = j->w.o + row0 * d + (size_t)h * dh, *kept = kept_probs(j, b, h), *p = kept ? kept : tile;
+    probabilities(j, b, h, p, tile + (size_t)T * T, 0);
 #ifndef NF_DOUBLE
     if (short_pair(A, T)) { /* row i sees keys 0..i: the product's sums without the zeros after them */
         for (int i0 = 0; i0 < T; i0 += 8) /* rows i0..i0+7 see keys up to i0+7 (zeros after each row's own) */
@@ -582,7 +600,7 @@ static void backward_short(const pair_views *u, const nf_real *p, nf_real *ds, i
 }
 #endif
 
-/* One pair's backward, with dO = dL/do and P computed again into p:
+/* One pair's backward, with dO = dL/do and P from the cache or computed again into p:
  *   dP = dO v^T,  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) / sqrt(dh)   (softmax; zero above the diagonal)
  *   dq = dS k,  dk = dS^T q,  dv = P^T dO   (written, not added: each pair owns its columns). */
 static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *ds)
@@ -594,10 +612,11 @@ static void backward_pair(const pair_job *j, int b, int h, nf_real *p, nf_real *
     pair_views u = {j->w.q + row0 * j->w.ldq + col, j->w.k + row0 * j->w.ldk + col, j->w.v + row0 * j->w.ldv + col,
                     j->do_ + row0 * d + col, j->dq + row0 * j->lddq + col, j->dk + row0 * j->lddk + col,
                     j->dv + row0 * 3 * d + col, j->w.ldq, j->w.ldk, j->w.ldv, j->lddq, j->lddk, d, 3 * d};
-    probabilities(j, b, h, p, 1);
+    const nf_real *kept = kept_probs(j, b, h);
+    if (!kept) probabilities(j, b, h, p, NULL, 1);
 #ifndef NF_DOUBLE
-    if (short_pair(A, T))
-        backward_short(&u, p, ds, T, scale);
+    if (kept)
+        backward_short(&u, kept, ds, T, scale);
     else
 #endif
         backward_products(j, &u, p, ds, scale);
