@@ -650,8 +650,8 @@ NF_SIMD_CLONES static void gain_grads(const nf_attention *A, nf_params *P, const
     }
 }
 
-void nf_attention_backward(const nf_attention *A, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
-                           const nf_real *dy, const nf_real *x, int n, int T)
+static void attention_backward(const nf_attention *A, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
+                               int accumulate, const nf_real *dy, const nf_real *x, int n, int T)
 {
     if (n <= 0 || T <= 0) return;
     const int N = n * T, d = A->d, H = A->heads;
@@ -669,8 +669,20 @@ void nf_attention_backward(const nf_attention *A, nf_params *P, const nf_real *w
     const int t = pair_threads(n * H, 5.0 * n * H * (double)T * T * A->dh);
     nf_threads_run(t, t, backward_part, &j);
     if (A->qk_norm) gain_grads(A, P, j.gains, n * H);
-    /* dx += dqkv Wqkv, Wqkv and bqkv gradients added */
-    nf_linear_backward_cat(&A->qkv, P, NULL, dx, NULL, dqkv, x, NULL, 0, 1, N);
+    /* dx += dqkv Wqkv (or written), Wqkv and bqkv gradients added */
+    nf_linear_backward_cat(&A->qkv, P, NULL, dx, NULL, dqkv, x, NULL, 0, accumulate, N);
+}
+
+void nf_attention_backward(const nf_attention *A, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
+                           const nf_real *dy, const nf_real *x, int n, int T)
+{
+    attention_backward(A, P, ws, scratch, dx, 1, dy, x, n, T);
+}
+
+void nf_attention_backward_set(const nf_attention *A, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
+                               const nf_real *dy, const nf_real *x, int n, int T)
+{
+    attention_backward(A, P, ws, scratch, dx, 0, dy, x, n, T);
 }
 
 size_t nf_attention_kv_size(const nf_attention *A, int n, int Tmax)

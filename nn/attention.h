@@ -74,9 +74,12 @@ size_t nf_attention_scratch(const nf_attention *A, int n, int T);
 /* y (n*T, d) = attention(x (n*T, d)); caches into ws.  y must not alias x. */
 void nf_attention_forward(const nf_attention *A, const nf_params *P, nf_real *ws, nf_real *scratch, nf_real *y,
                           const nf_real *x, int n, int T);
-/* After forward with the same ws and x: dx (n*T, d) += dL/dx (dx may be NULL), P->grad += dL/dtheta. */
+/* After forward with the same ws and x: dx (n*T, d) += dL/dx (dx may be NULL), P->grad += dL/dtheta.
+ * _set writes dx = dL/dx instead (no zeroing pass; the same values as adding into zeros). */
 void nf_attention_backward(const nf_attention *A, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
                            const nf_real *dy, const nf_real *x, int n, int T);
+void nf_attention_backward_set(const nf_attention *A, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
+                               const nf_real *dy, const nf_real *x, int n, int T);
 
 /* Decoding.  kv: nf_attention_kv_size reals, keys (n, Tmax, d) then values (n, Tmax, d); ws:
  * nf_attention_step_workspace reals.  Step t reads positions 0..t-1 of kv (written by earlier steps),

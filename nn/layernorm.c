@@ -91,19 +91,27 @@ void nf_layernorm_forward_rows(const nf_layernorm *L, const nf_params *P, nf_rea
 void nf_layernorm_backward(const nf_layernorm *L, nf_params *P, nf_real *dx, const nf_real *dy,
                            const nf_real *x, const nf_real *cache, int n)
 {
-    if (dx) nf_layernorm_grad_input(L, P, dx, dy, x, cache, n);
+    nf_layernorm_backward_onto(L, P, dx, dx, dy, x, cache, n);
+}
+
+void nf_layernorm_backward_onto(const nf_layernorm *L, nf_params *P, nf_real *dx, const nf_real *base,
+                                const nf_real *dy, const nf_real *x, const nf_real *cache, int n)
+{
+    if (dx) nf_layernorm_grad_input_onto(L, P, dx, base, dy, x, cache, n, 1);
     nf_layernorm_grad_params(L, P, dy, x, cache, n, 0, L->width);
 }
 
+/* dx = base + (the input's gradient), row by row: base NULL reads nothing (0 + v, as into a zeroed
+ * dx), base == dx adds. */
 NF_SIMD_CLONES static void nf_layernorm_grad_input_simd(const nf_layernorm *L, const nf_params *P, nf_real *dx,
-                                                        const nf_real *dy, const nf_real *x, const nf_real *cache,
-                                                        int n)
+                                                        const nf_real *base, const nf_real *dy, const nf_real *x,
+                                                        const nf_real *cache, int n)
 {
     const int C = L->width;
     const nf_real *gamma = P->value + L->gamma;
 #pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * C))
     for (int r = 0; r < n; r++) {
-        const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
+        const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C, *br = base ? base + (size_t)r * C : NULL;
         nf_real *dxr = dx + (size_t)r * C;
         const nf_real mu = cache[2 * r], rs = cache[2 * r + 1];
         double lg[NF_LANES] = {0}, lgx[NF_LANES] = {0};
@@ -111,10 +119,12 @@ NF_SIMD_CLONES static void nf_layernorm_grad_input_simd(const nf_layernorm *L, c
         NF_LANE_SUM(lgx, C, (double)(dyr[i] * gamma[i] * (xr[i] - mu) * rs));
         const double sg = nf_lane_tree_d(lg), sgx = nf_lane_tree_d(lgx);
         const nf_real mg = (nf_real)(sg / C), mgx = (nf_real)(sgx / C);
+        if (br) {
 #pragma omp simd
-        for (int i = 0; i < C; i++) {
-            nf_real xhat = (xr[i] - mu) * rs;
-            dxr[i] += rs * (dyr[i] * gamma[i] - mg - xhat * mgx);
+            for (int i = 0; i < C; i++) dxr[i] = br[i] + rs * (dyr[i] * gamma[i] - mg - (xr[i] - mu) * rs * mgx);
+        } else {
+#pragma omp simd
+            for (int i = 0; i < C; i++) dxr[i] = 0 + rs * (dyr[i] * gamma[i] - mg - (xr[i] - mu) * rs * mgx);
         }
     }
 }
@@ -122,11 +132,17 @@ NF_SIMD_CLONES static void nf_layernorm_grad_input_simd(const nf_layernorm *L, c
 void nf_layernorm_grad_input(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *dy,
                              const nf_real *x, const nf_real *cache, int n)
 {
-    nf_layernorm_grad_input_rows(L, P, dx, dy, x, cache, n, 1);
+    nf_layernorm_grad_input_onto(L, P, dx, dx, dy, x, cache, n, 1);
 }
 
 void nf_layernorm_grad_input_rows(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *dy,
                                   const nf_real *x, const nf_real *cache, int n, int vector)
+{
+    nf_layernorm_grad_input_onto(L, P, dx, dx, dy, x, cache, n, vector);
+}
+
+void nf_layernorm_grad_input_onto(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *base,
+                                  const nf_real *dy, const nf_real *x, const nf_real *cache, int n, int vector)
 {
 #ifdef NF_DOUBLE
     (void)vector;
@@ -135,12 +151,12 @@ void nf_layernorm_grad_input_rows(const nf_layernorm *L, const nf_params *P, nf_
     if (vector && ln512(C)) {
 #pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * C))
         for (int r0 = 0; r0 < n; r0 += LN_ROWS)
-            nf_ln512_grad_input(dx + (size_t)r0 * C, dy + (size_t)r0 * C, x + (size_t)r0 * C, cache + 2 * (size_t)r0,
+            nf_ln512_grad_input(dx + (size_t)r0 * C, base ? base + (size_t)r0 * C : NULL, dy + (size_t)r0 * C, x + (size_t)r0 * C, cache + 2 * (size_t)r0,
                                 P->value + L->gamma, C, n - r0 < LN_ROWS ? n - r0 : LN_ROWS);
         return;
     }
 #endif
-    nf_layernorm_grad_input_simd(L, P, dx, dy, x, cache, n);
+    nf_layernorm_grad_input_simd(L, P, dx, base, dy, x, cache, n);
 }
 
 /* Parameter gradients sum over rows, columns c0..c1 only: callers split the columns, so no two

@@ -49,11 +49,11 @@ void nf_ln512_forward(float *y, float *cache, const float *x, const float *gamma
     }
 }
 
-void nf_ln512_grad_input(float *dx, const float *dy, const float *x, const float *cache, const float *gamma, int C,
-                         int n)
+void nf_ln512_grad_input(float *dx, const float *base, const float *dy, const float *x, const float *cache,
+                         const float *gamma, int C, int n)
 {
     for (int r = 0; r < n; r++) {
-        const float *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
+        const float *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C, *br = base ? base + (size_t)r * C : NULL;
         float *dxr = dx + (size_t)r * C;
         const __m512 muv = _mm512_set1_ps(cache[2 * r]), rsv = _mm512_set1_ps(cache[2 * r + 1]);
         __m512d glo = _mm512_setzero_pd(), ghi = _mm512_setzero_pd(), xlo = _mm512_setzero_pd(),
@@ -72,7 +72,8 @@ void nf_ln512_grad_input(float *dx, const float *dy, const float *x, const float
             const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(xr + i), muv), rsv);
             const __m512 g = _mm512_mul_ps(_mm512_loadu_ps(dyr + i), _mm512_loadu_ps(gamma + i));
             const __m512 in = _mm512_sub_ps(_mm512_sub_ps(g, mg), _mm512_mul_ps(xh, mgx));
-            _mm512_storeu_ps(dxr + i, _mm512_add_ps(_mm512_loadu_ps(dxr + i), _mm512_mul_ps(rsv, in)));
+            const __m512 b = br ? _mm512_loadu_ps(br + i) : _mm512_setzero_ps();
+            _mm512_storeu_ps(dxr + i, _mm512_add_ps(b, _mm512_mul_ps(rsv, in)));
         }
     }
 }
@@ -85,9 +86,9 @@ void nf_ln512_forward(float *y, float *cache, const float *x, const float *gamma
     (void)y, (void)cache, (void)x, (void)gamma, (void)beta, (void)C, (void)n, (void)eps;
 }
 
-void nf_ln512_grad_input(float *dx, const float *dy, const float *x, const float *cache, const float *gamma, int C,
-                         int n)
+void nf_ln512_grad_input(float *dx, const float *base, const float *dy, const float *x, const float *cache,
+                         const float *gamma, int C, int n)
 {
-    (void)dx, (void)dy, (void)x, (void)cache, (void)gamma, (void)C, (void)n;
+    (void)dx, (void)base, (void)dy, (void)x, (void)cache, (void)gamma, (void)C, (void)n;
 }
 #endif

@@ -12,7 +12,8 @@
 int nf_ln512_compiled(void);
 void nf_ln512_forward(float *y, float *cache, const float *x, const float *gamma, const float *beta, int C, int n,
                       double eps);
-void nf_ln512_grad_input(float *dx, const float *dy, const float *x, const float *cache, const float *gamma, int C,
-                         int n);
+/* dx = base + LN'(dy) row by row (base NULL: 0; base == dx: dx +=). */
+void nf_ln512_grad_input(float *dx, const float *base, const float *dy, const float *x, const float *cache,
+                         const float *gamma, int C, int n);
 
 #endif

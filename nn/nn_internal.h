@@ -200,5 +200,10 @@ void nf_layernorm_forward_rows(const nf_layernorm *L, const nf_params *P, nf_rea
                                const nf_real *x, int n, int vector);
 void nf_layernorm_grad_input_rows(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *dy,
                                   const nf_real *x, const nf_real *cache, int n, int vector);
+/* dx = base + dL/dx instead of dx += (base NULL: written; base == dx: added); backward likewise. */
+void nf_layernorm_grad_input_onto(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *base,
+                                  const nf_real *dy, const nf_real *x, const nf_real *cache, int n, int vector);
+void nf_layernorm_backward_onto(const nf_layernorm *L, nf_params *P, nf_real *dx, const nf_real *base,
+                                const nf_real *dy, const nf_real *x, const nf_real *cache, int n);
 
 #endif

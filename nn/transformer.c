@@ -10,6 +10,7 @@
  * scratch, allocated once by nf_transformer_decoder_create.
  */
 #include "nn/transformer.h"
+#include "nn/nn_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,14 +236,12 @@ void nf_transformer_backward_hidden(const nf_transformer *tf, nf_params *P, nf_r
     nf_real *dcur = v.dA, *dprev = v.dB;
     nf_real *df = dprev; /* spent before dprev is first used */
     nf_linear_backward_cat(&tf->out, P, NULL, df, NULL, dy, v.f, NULL, 0, 0, N);
-    memset(dcur, 0, Nd * sizeof *dcur);
-    nf_layernorm_backward(&tf->ln_f, P, dcur, df, v.hs + (size_t)c->layers * Nd, v.cf, N);
+    nf_layernorm_backward_onto(&tf->ln_f, P, dcur, NULL, df, v.hs + (size_t)c->layers * Nd, v.cf, N); /* written */
     if (dh)
         for (size_t k = 0; k < Nd; k++) dcur[k] += dh[k];
     const size_t bw = blocks_ws(tf, n);
     for (int l = c->layers - 1; l >= 0; l--) {
-        memset(dprev, 0, Nd * sizeof *dprev);
-        nf_tblock_backward(&tf->blocks[l], P, v.bws + l * bw, v.bsc, dprev, dcur, v.hs + l * Nd, n, T);
+        nf_tblock_backward_set(&tf->blocks[l], P, v.bws + l * bw, v.bsc, dprev, dcur, v.hs + l * Nd, n, T);
         nf_real *tmp = dcur;
         dcur = dprev, dprev = tmp;
     }

@@ -49,9 +49,12 @@ size_t nf_tblock_scratch(const nf_tblock *B, int n, int T);
 /* y (n*T, d) = block(x (n*T, d)); y must not alias x. */
 void nf_tblock_forward(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_real *scratch, nf_real *y,
                        const nf_real *x, int n, int T);
-/* After forward with the same ws and x: dx += dL/dx (may be NULL), P->grad += dL/dtheta. */
+/* After forward with the same ws and x: dx += dL/dx (may be NULL), P->grad += dL/dtheta.  _set
+ * writes dx = dL/dx instead (no zeroing pass; the same values as adding into zeros). */
 void nf_tblock_backward(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
                         const nf_real *dy, const nf_real *x, int n, int T);
+void nf_tblock_backward_set(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
+                            const nf_real *dy, const nf_real *x, int n, int T);
 /* Decoding one token per sequence at position t with the attention's cache kv (nf_attention_kv_size
  * of B->attn); y, x (n, d), y must not alias x. */
 size_t nf_tblock_step_workspace(const nf_tblock *B, int n, int Tmax);

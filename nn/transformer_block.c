@@ -117,26 +117,41 @@ void nf_tblock_forward(const nf_tblock *B, const nf_params *P, nf_real *ws, nf_r
 
 /* Reverse of forward, dy = dL/dy:
  *   dh = dy + LN2'(dm W1),  dm = (dy W2) GELU'(m)   (fc1, fc2, LN2 parameter gradients on the way)
- *   dx += dh + LN1'(Attn'(dh)). */
-void nf_tblock_backward(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
-                        const nf_real *dy, const nf_real *x, int n, int T)
+ *   dx = dh + LN1'(Attn'(dh)), added to dx or written over it. */
+static void tblock_backward(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
+                            int accumulate, const nf_real *dy, const nf_real *x, int n, int T)
 {
     if (n <= 0 || T <= 0) return;
     const int N = n * T;
     const size_t Nd = (size_t)N * B->d, Nh = (size_t)N * B->hidden;
     bviews v = block_views(B, ws, n, T);
     nf_real *dh = scratch, *db = dh + Nd, *dm = db + Nd, *att_sc = dm;
-    memcpy(dh, dy, Nd * sizeof *dh);
     nf_linear_backward_cat(&B->fc2, P, NULL, dm, NULL, dy, v.g, NULL, 0, 0, N);
     nf_act_grad_apply(dm, dm, v.m, Nh); /* dm = (dy W2) GELU'(m), the derivative kept by forward */
     nf_linear_backward_cat(&B->fc1, P, NULL, db, NULL, dm, v.b, NULL, 0, 0, N);
-    nf_layernorm_backward(&B->ln2, P, dh, db, v.h, v.c2, N);
+    nf_layernorm_backward_onto(&B->ln2, P, dh, dy, db, v.h, v.c2, N); /* dh = dy + LN2'(db) */
     nf_real *da = db;
-    memset(da, 0, Nd * sizeof *da);
-    nf_attention_backward(&B->attn, P, v.att, att_sc, da, dh, v.a, n, T);
-    nf_layernorm_backward(&B->ln1, P, dx, da, x, v.c1, N);
-    if (dx)
+    nf_attention_backward_set(&B->attn, P, v.att, att_sc, da, dh, v.a, n, T);
+    if (!dx) {
+        nf_layernorm_backward(&B->ln1, P, NULL, da, x, v.c1, N);
+    } else if (accumulate) {
+        nf_layernorm_backward(&B->ln1, P, dx, da, x, v.c1, N);
         add_into(dx, dh, Nd);
+    } else {
+        nf_layernorm_backward_onto(&B->ln1, P, dx, dh, da, x, v.c1, N); /* dh + LN1', as (0 + LN1') + dh */
+    }
+}
+
+void nf_tblock_backward(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
+                        const nf_real *dy, const nf_real *x, int n, int T)
+{
+    tblock_backward(B, P, ws, scratch, dx, 1, dy, x, n, T);
+}
+
+void nf_tblock_backward_set(const nf_tblock *B, nf_params *P, const nf_real *ws, nf_real *scratch, nf_real *dx,
+                            const nf_real *dy, const nf_real *x, int n, int T)
+{
+    tblock_backward(B, P, ws, scratch, dx, 0, dy, x, n, T);
 }
 
 size_t nf_tblock_step_workspace(const nf_tblock *B, int n, int Tmax)

@@ -580,6 +580,19 @@ START_TEST(test_layernorm_rows)
         nf_layernorm_grad_input_rows(&L, P, d0, dy, x, c0, n, 0);
         nf_layernorm_grad_input_rows(&L, P, d1, dy, x, c0, n, 1);
         ck_assert_msg(memcmp(d0, d1, nh * sizeof *d0) == 0, "width %d: the backward kernel differs", H);
+        /* onto a separate base, and written (base NULL): as adding onto a copy of the base, and into zeros */
+        nf_real *base = filled(nh, -0.5, 0.5, 45), *e0 = malloc(nh * sizeof *e0), *e1 = malloc(nh * sizeof *e1);
+        for (int vec = 0; vec < 2; vec++) {
+            memcpy(e0, base, nh * sizeof *e0);
+            nf_layernorm_grad_input_rows(&L, P, e0, dy, x, c0, n, vec);
+            nf_layernorm_grad_input_onto(&L, P, e1, base, dy, x, c0, n, vec);
+            ck_assert_msg(memcmp(e0, e1, nh * sizeof *e0) == 0, "width %d, vector %d: onto a base differs", H, vec);
+            memset(e0, 0, nh * sizeof *e0);
+            nf_layernorm_grad_input_rows(&L, P, e0, dy, x, c0, n, vec);
+            nf_layernorm_grad_input_onto(&L, P, e1, NULL, dy, x, c0, n, vec);
+            ck_assert_msg(memcmp(e0, e1, nh * sizeof *e0) == 0, "width %d, vector %d: written differs", H, vec);
+        }
+        free(base), free(e0), free(e1);
         double *want = malloc(nh * sizeof *want);
         for (size_t i = 0; i < nh; i++) want[i] = x[i];
         ref_layernorm(P, "ln", want, n, H);
