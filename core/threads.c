@@ -212,3 +212,31 @@ int nf_threads_start(int threads, int nparts, nf_part_fn *fn, void *arg)
 }
 
 void nf_threads_finish(void) { join(open_gen, open_nparts); }
+
+typedef struct range_job {
+    size_t n, align;
+    nf_range_fn *fn;
+    void *arg;
+} range_job;
+
+static void range_part(void *arg, int part, int nparts)
+{
+    const range_job *j = arg;
+    const size_t blocks = (j->n + j->align - 1) / j->align;
+    const size_t b0 = blocks * (size_t)part / (size_t)nparts, b1 = blocks * (size_t)(part + 1) / (size_t)nparts;
+    const size_t i0 = b0 * j->align, i1 = b1 * j->align < j->n ? b1 * j->align : j->n;
+    if (i0 < i1) j->fn(j->arg, i0, i1);
+}
+
+void nf_threads_ranges(int threads, size_t n, size_t align, nf_range_fn *fn, void *arg)
+{
+    if (n == 0) return;
+    if (align < 1) align = 1;
+    if (threads > NF_THREADS_MAX) threads = NF_THREADS_MAX;
+    if (threads <= 1 || n <= align) {
+        fn(arg, 0, n);
+        return;
+    }
+    range_job j = {n, align, fn, arg};
+    nf_threads_run(threads, threads, range_part, &j);
+}

@@ -21,6 +21,8 @@
 #ifndef NF_THREADS_H
 #define NF_THREADS_H
 
+#include <stddef.h>
+
 #define NF_THREADS_MAX 16
 #define NF_THREADS_SPIN_US 300
 
@@ -36,6 +38,13 @@ void nf_threads_run(int threads, int nparts, nf_part_fn *fn, void *arg);
  * process; start and finish on the same thread, with no fork in between. */
 int nf_threads_start(int threads, int nparts, nf_part_fn *fn, void *arg);
 void nf_threads_finish(void);
+/* Items 0..n-1 as fn(arg, i0, i1) over `threads` contiguous ranges (multiples of `align` items but
+ * the last; one range on the caller when threads <= 1 or n <= align): a large elementwise or row
+ * pass on the pool instead of an OpenMP region, whose sleeping worker (OMP_WAIT_POLICY=PASSIVE)
+ * costs a wake-up at its start and at its join, where the pool's worker is usually still spinning
+ * from the job before.  Each item must be computed the same whichever range holds it. */
+typedef void nf_range_fn(void *arg, size_t i0, size_t i1);
+void nf_threads_ranges(int threads, size_t n, size_t align, nf_range_fn *fn, void *arg);
 /* 1 inside a part run by nf_threads_run or inside an OpenMP parallel region. */
 int nf_threads_in_parallel(void);
 

@@ -52,6 +52,7 @@
 
 #include "flows/tarflow.h"
 
+#include "core/blas.h"
 #include "core/threads.h"
 #include "core/simd.h"
 #include "flows/fastmath.h"
@@ -174,19 +175,31 @@ NF_SIMD_CLONES static double affine_seq_forward(nf_real *z, const nf_real *x, co
 
 /* z = (x - mu) exp(-s) over R sequences of tokens; logdet[i / K] -= sum s (sequence i is frame
  * i mod K of row i / K). */
+typedef struct affine_job {
+    const tarflow_state *st;
+    nf_real *z, *logdet, *dx, *dout;
+    const nf_real *x, *out, *dz, *dl;
+} affine_job;
+
+/* Rows r0..r1 of logdet, each with its K sequences in order, so a thread owns each entry it writes. */
+static void affine_forward_range(void *arg, size_t r0, size_t r1)
+{
+    const affine_job *j = arg;
+    const int T = j->st->T, din = j->st->din, K = j->st->frames;
+    const size_t E = (size_t)T * din;
+    for (size_t r = r0; r < r1; r++) {
+        double ld = 0;
+        for (size_t i = r * K; i < (r + 1) * K; i++)
+            ld += affine_seq_forward(j->z + i * E, j->x + i * E, j->out + 2 * i * E, T, din, j->st->clamp);
+        j->logdet[r] -= (nf_real)ld;
+    }
+}
+
 static void affine_forward(const tarflow_state *st, nf_real *zt, nf_real *logdet, const nf_real *xt,
                            const nf_real *out, int R)
 {
-    const int T = st->T, din = st->din, K = st->frames;
-    const size_t E = (size_t)T * din;
-    /* by row of logdet (its K sequences, in order), so a thread owns each entry it writes */
-#pragma omp parallel for schedule(static) if (split_rows(R, st))
-    for (int r = 0; r < R / K; r++) {
-        double ld = 0;
-        for (int i = r * K; i < (r + 1) * K; i++)
-            ld += affine_seq_forward(zt + i * E, xt + i * E, out + 2 * i * E, T, din, st->clamp);
-        logdet[r] -= (nf_real)ld;
-    }
+    affine_job j = {st, zt, logdet, NULL, NULL, xt, out, NULL, NULL};
+    nf_threads_ranges(split_rows(R, st) ? nf_blas_get_threads() : 1, (size_t)(R / st->frames), 1, affine_forward_range, &j);
 }
 
 /* Backward of affine_seq_forward for one sequence, its logdet's gradient dl (of -sum s) included:
@@ -206,6 +219,16 @@ NF_SIMD_CLONES static void affine_seq_backward(nf_real *dx, nf_real *dout, const
             da[k] = (-dzv[k] * zk - dl) * (1 - r * r);
         }
     }
+}
+
+static void affine_backward_range(void *arg, size_t i0, size_t i1)
+{
+    const affine_job *j = arg;
+    const int T = j->st->T, din = j->st->din;
+    const size_t E = (size_t)T * din;
+    for (size_t i = i0; i < i1; i++)
+        affine_seq_backward(j->dx + i * E, j->dout + 2 * i * E, j->dz + i * E, j->x + i * E, j->out + 2 * i * E,
+                            j->dl[i / j->st->frames], T, din, j->st->clamp);
 }
 
 /* x = z exp(s) + mu for the tokens t in [t0, t1) of one row (its tokens x, z; its (a, mu) in out). */
@@ -242,11 +265,9 @@ static int tarflow_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf
     tf_ws w = split_ws(b, ws, n);
     const int T = st->T, din = st->din, R = n * st->frames;
     gather(st, w.zt, dy, b->dim, n); /* dz tokens (zt is free after forward) */
-    const size_t E = (size_t)T * din;
-#pragma omp parallel for schedule(static) if (split_rows(R, st))
-    for (int i = 0; i < R; i++)
-        affine_seq_backward(w.dxt + i * E, w.dout + 2 * i * E, w.zt + i * E, w.xt + i * E, w.out + 2 * i * E,
-                            dlogdet[i / st->frames], T, din, st->clamp);
+    (void)T, (void)din;
+    affine_job j = {st, NULL, NULL, w.dxt, w.dout, w.xt, w.out, w.zt, dlogdet};
+    nf_threads_ranges(split_rows(R, st) ? nf_blas_get_threads() : 1, (size_t)R, 1, affine_backward_range, &j);
     nf_transformer_backward_hidden(st->tf, b->P, w.tfws, w.dxt, dctx, w.dout, st->dh, w.xt, ctx, R);
     if (dx) {
         scatter(st, dx, w.dxt, b->dim, n, 1);

@@ -251,37 +251,53 @@ void nf_act_forward(nf_activation a, nf_real *y, const nf_real *x, size_t n)
  * GELU'(x) = Phi(x) + x phi(x), each computed as the two passes compute them (the same bits), so a
  * backward is dx = dy * x (nf_act_grad_apply): Phi once for both directions instead of twice, and no
  * exp left in the backward (the GELU passes were an eighth of a TarFlow step); Phi and phi share one
- * exp (PHI_DENSITY). */
+ * exp (PHI_DENSITY).  Both passes split over the pool (nf_nn_ranges) when large. */
 NF_SIMD_CLONES static void gelu_forward_grad_simd(nf_real *y, nf_real *x, size_t n)
 {
-#define GELU_BOTH                                                                                       \
-    for (size_t i = 0; i < n; i++) {                                                                    \
-        const nf_real v = x[i];                                                                         \
-        nf_real density;                                                                                \
-        const nf_real p = PHI_DENSITY(v, &density);                                                     \
-        y[i] = v * p;                                                                                   \
-        x[i] = p + v * density;                                                                         \
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        const nf_real v = x[i];
+        nf_real density;
+        const nf_real p = PHI_DENSITY(v, &density);
+        y[i] = v * p;
+        x[i] = p + v * density;
     }
-    if (nf_nn_par(n)) {
-        _Pragma("omp parallel for simd schedule(static)") GELU_BOTH
-    } else {
-        _Pragma("omp simd") GELU_BOTH
-    }
-#undef GELU_BOTH
 }
 
-void nf_act_gelu_forward_grad(nf_real *y, nf_real *x, size_t n) { gelu_forward_grad_simd(y, x, n); }
+typedef struct pointwise_job {
+    nf_real *y, *x;
+    const nf_real *a, *b;
+} pointwise_job;
+
+static void gelu_range(void *arg, size_t i0, size_t i1)
+{
+    const pointwise_job *j = arg;
+    gelu_forward_grad_simd(j->y + i0, j->x + i0, i1 - i0);
+}
+
+void nf_act_gelu_forward_grad(nf_real *y, nf_real *x, size_t n)
+{
+    pointwise_job j = {y, x, NULL, NULL};
+    nf_nn_ranges(n, 64, n, gelu_range, &j);
+}
 
 NF_SIMD_CLONES static void mul_simd(nf_real *dx, const nf_real *dy, const nf_real *d, size_t n)
 {
-    if (nf_nn_par(n)) {
-        _Pragma("omp parallel for simd schedule(static)") for (size_t i = 0; i < n; i++) dx[i] = dy[i] * d[i];
-    } else {
-        _Pragma("omp simd") for (size_t i = 0; i < n; i++) dx[i] = dy[i] * d[i];
-    }
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = dy[i] * d[i];
 }
 
-void nf_act_grad_apply(nf_real *dx, const nf_real *dy, const nf_real *d, size_t n) { mul_simd(dx, dy, d, n); }
+static void mul_range(void *arg, size_t i0, size_t i1)
+{
+    const pointwise_job *j = arg;
+    mul_simd(j->y + i0, j->a + i0, j->b + i0, i1 - i0);
+}
+
+void nf_act_grad_apply(nf_real *dx, const nf_real *dy, const nf_real *d, size_t n)
+{
+    pointwise_job j = {dx, NULL, dy, d};
+    nf_nn_ranges(n, 64, n, mul_range, &j);
+}
 
 /* dx (+)= EXPR(v, u, g) with v = x[i], u = y[i], g = dy[i]. */
 #define BLOOP(OP, EXPR)                                                                                 \

@@ -15,7 +15,7 @@
 #include "core/blas.h"
 #include "core/simd.h"
 
-enum { LN_ROWS = 64 }; /* rows a call of the AVX-512 kernels takes (OpenMP splits the calls) */
+enum { LN_ROWS = 64 }; /* rows a call of the AVX-512 kernels takes (the pool splits the calls) */
 
 #ifndef NF_DOUBLE
 /* Rows of a width the AVX-512 kernels take (C % 16 == 0, a CPU with AVX-512)? */
@@ -43,7 +43,6 @@ NF_SIMD_CLONES static void nf_layernorm_forward_simd(const nf_layernorm *L, cons
 {
     const int C = L->width;
     const nf_real *gamma = P->value + L->gamma, *beta = P->value + L->beta;
-#pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * C))
     for (int r = 0; r < n; r++) {
         const nf_real *xr = x + (size_t)r * C;
         nf_real *yr = y + (size_t)r * C;
@@ -68,22 +67,37 @@ void nf_layernorm_forward(const nf_layernorm *L, const nf_params *P, nf_real *y,
     nf_layernorm_forward_rows(L, P, y, cache, x, n, 1);
 }
 
-void nf_layernorm_forward_rows(const nf_layernorm *L, const nf_params *P, nf_real *y, nf_real *cache,
-                               const nf_real *x, int n, int vector)
+/* A pass's arguments, for its ranges of rows (nf_nn_ranges: split over the pool when large). */
+typedef struct ln_job {
+    const nf_layernorm *L;
+    const nf_params *P;
+    nf_real *out, *cache;
+    const nf_real *base, *dy, *x;
+    int vector;
+} ln_job;
+
+static void forward_range(void *arg, size_t i0, size_t i1)
 {
-#ifdef NF_DOUBLE
-    (void)vector;
-#else
-    const int C = L->width;
-    if (vector && ln512(C)) { /* blocks of LN_ROWS rows, split over the OpenMP threads when large */
-#pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * C))
-        for (int r0 = 0; r0 < n; r0 += LN_ROWS)
-            nf_ln512_forward(y + (size_t)r0 * C, cache + 2 * (size_t)r0, x + (size_t)r0 * C, P->value + L->gamma,
-                             P->value + L->beta, C, n - r0 < LN_ROWS ? n - r0 : LN_ROWS, LN_EPS);
+    const ln_job *j = arg;
+    const int C = j->L->width, r1 = (int)i1;
+#ifndef NF_DOUBLE
+    if (j->vector && ln512(C)) { /* blocks of LN_ROWS rows */
+        for (int r0 = (int)i0; r0 < r1; r0 += LN_ROWS)
+            nf_ln512_forward(j->out + (size_t)r0 * C, j->cache + 2 * (size_t)r0, j->x + (size_t)r0 * C,
+                             j->P->value + j->L->gamma, j->P->value + j->L->beta, C, r1 - r0 < LN_ROWS ? r1 - r0 : LN_ROWS,
+                             LN_EPS);
         return;
     }
 #endif
-    nf_layernorm_forward_simd(L, P, y, cache, x, n);
+    nf_layernorm_forward_simd(j->L, j->P, j->out + i0 * C, j->cache + 2 * i0, j->x + i0 * C, r1 - (int)i0);
+}
+
+void nf_layernorm_forward_rows(const nf_layernorm *L, const nf_params *P, nf_real *y, nf_real *cache,
+                               const nf_real *x, int n, int vector)
+{
+    if (n <= 0) return;
+    ln_job j = {L, P, y, cache, NULL, NULL, x, vector};
+    nf_nn_ranges((size_t)n, LN_ROWS, (size_t)n * L->width, forward_range, &j);
 }
 
 /* With g = dy * gamma:  dx += rstd (g - mean(g) - xhat mean(g xhat));
@@ -109,7 +123,6 @@ NF_SIMD_CLONES static void nf_layernorm_grad_input_simd(const nf_layernorm *L, c
 {
     const int C = L->width;
     const nf_real *gamma = P->value + L->gamma;
-#pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * C))
     for (int r = 0; r < n; r++) {
         const nf_real *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C, *br = base ? base + (size_t)r * C : NULL;
         nf_real *dxr = dx + (size_t)r * C;
@@ -141,22 +154,29 @@ void nf_layernorm_grad_input_rows(const nf_layernorm *L, const nf_params *P, nf_
     nf_layernorm_grad_input_onto(L, P, dx, dx, dy, x, cache, n, vector);
 }
 
-void nf_layernorm_grad_input_onto(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *base,
-                                  const nf_real *dy, const nf_real *x, const nf_real *cache, int n, int vector)
+static void grad_input_range(void *arg, size_t i0, size_t i1)
 {
-#ifdef NF_DOUBLE
-    (void)vector;
-#else
-    const int C = L->width;
-    if (vector && ln512(C)) {
-#pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * C))
-        for (int r0 = 0; r0 < n; r0 += LN_ROWS)
-            nf_ln512_grad_input(dx + (size_t)r0 * C, base ? base + (size_t)r0 * C : NULL, dy + (size_t)r0 * C, x + (size_t)r0 * C, cache + 2 * (size_t)r0,
-                                P->value + L->gamma, C, n - r0 < LN_ROWS ? n - r0 : LN_ROWS);
+    const ln_job *j = arg;
+    const int C = j->L->width, r1 = (int)i1;
+#ifndef NF_DOUBLE
+    if (j->vector && ln512(C)) {
+        for (int r0 = (int)i0; r0 < r1; r0 += LN_ROWS)
+            nf_ln512_grad_input(j->out + (size_t)r0 * C, j->base ? j->base + (size_t)r0 * C : NULL, j->dy + (size_t)r0 * C,
+                                j->x + (size_t)r0 * C, j->cache + 2 * (size_t)r0, j->P->value + j->L->gamma, C,
+                                r1 - r0 < LN_ROWS ? r1 - r0 : LN_ROWS);
         return;
     }
 #endif
-    nf_layernorm_grad_input_simd(L, P, dx, base, dy, x, cache, n);
+    nf_layernorm_grad_input_simd(j->L, j->P, j->out + i0 * C, j->base ? j->base + i0 * C : NULL, j->dy + i0 * C,
+                                 j->x + i0 * C, j->cache + 2 * i0, r1 - (int)i0);
+}
+
+void nf_layernorm_grad_input_onto(const nf_layernorm *L, const nf_params *P, nf_real *dx, const nf_real *base,
+                                  const nf_real *dy, const nf_real *x, const nf_real *cache, int n, int vector)
+{
+    if (n <= 0) return;
+    ln_job j = {L, P, dx, (nf_real *)cache, base, dy, x, vector};
+    nf_nn_ranges((size_t)n, LN_ROWS, (size_t)n * L->width, grad_input_range, &j);
 }
 
 /* Parameter gradients sum over rows, columns c0..c1 only: callers split the columns, so no two

@@ -120,6 +120,37 @@ static const nf_real *weight(const nf_linear *L, const nf_params *P, const nf_re
     return L->weight_norm ? ws : P->value + L->w;
 }
 
+/* Rows r0..r1 of y = res + b, y += b, or y = b. */
+NF_SIMD_CLONES static void bias_rows_simd(nf_real *y, const nf_real *res, const nf_real *b, int out, int accumulate,
+                                          size_t r0, size_t r1)
+{
+    for (size_t r = r0; r < r1; r++) {
+        nf_real *yr = y + r * out;
+        if (res) {
+            const nf_real *rr = res + r * out;
+#pragma omp simd
+            for (int j = 0; j < out; j++) yr[j] = rr[j] + b[j];
+        } else if (accumulate) {
+#pragma omp simd
+            for (int j = 0; j < out; j++) yr[j] += b[j];
+        } else {
+            memcpy(yr, b, (size_t)out * sizeof *yr);
+        }
+    }
+}
+
+typedef struct bias_job {
+    nf_real *y;
+    const nf_real *res, *b;
+    int out, accumulate;
+} bias_job;
+
+static void bias_range(void *arg, size_t r0, size_t r1)
+{
+    const bias_job *j = arg;
+    bias_rows_simd(j->y, j->res, j->b, j->out, j->accumulate, r0, r1);
+}
+
 /* y (=|+=) [x | c] W^T + b, with x (n, in-nc), c (n, nc), y (n, out); after nf_linear_prepare. */
 /* y = [x | c] W^T + b, or with accumulate y += [x | c] W^T + b, or with a residual res (n, out)
  * y = res + [x | c] W^T + b.  The bias goes in where y is first written: by the product itself when
@@ -141,21 +172,9 @@ NF_SIMD_CLONES static void nf_linear_apply_simd(const nf_linear *L, const nf_blo
         if (nc > 0) nf_gemm(0, 1, n, out, nc, 1, c, nc, W + nx, in, 1, y, out);
         return;
     }
-    /* the bias rows (memory-bound on large batches: split over the OpenMP threads) */
-#pragma omp parallel for schedule(static) if (nf_nn_par((size_t)n * out))
-    for (int r = 0; r < n; r++) {
-        nf_real *yr = y + (size_t)r * out;
-        if (res) {
-            const nf_real *rr = res + (size_t)r * out;
-#pragma omp simd
-            for (int j = 0; j < out; j++) yr[j] = rr[j] + b[j];
-        } else if (accumulate) {
-#pragma omp simd
-            for (int j = 0; j < out; j++) yr[j] += b[j];
-        } else {
-            memcpy(yr, b, (size_t)out * sizeof *yr);
-        }
-    }
+    /* the bias rows (memory-bound on large batches: split over the pool) */
+    bias_job bj = {y, res, b, out, accumulate};
+    nf_nn_ranges((size_t)n, 16, (size_t)n * out, bias_range, &bj);
     if (bk) {
         nf_blocks_forward(bk, y, NULL, x, c, nx, nc, W, in, out, n);
         return;

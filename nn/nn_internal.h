@@ -3,6 +3,7 @@
 #ifndef NF_NN_INTERNAL_H
 #define NF_NN_INTERNAL_H
 
+#include "core/blas.h"
 #include "core/threads.h"
 #include "nn/nn.h"
 
@@ -11,6 +12,11 @@
 /* Split an elementwise loop of n entries over OpenMP threads?  Not inside a part of a shared pass
  * or a parallel region, where it would only cost a team. */
 static inline int nf_nn_par(size_t n) { return n > NF_NN_PAR_MIN && !nf_threads_in_parallel(); }
+/* nf_threads_ranges on the product threads when nf_nn_par(work), else on the caller alone. */
+static inline void nf_nn_ranges(size_t n, size_t align, size_t work, nf_range_fn *fn, void *arg)
+{
+    nf_threads_ranges(nf_nn_par(work) ? nf_blas_get_threads() : 1, n, align, fn, arg);
+}
 /* Row sums in a fixed order: lane l of NF_LANES sums the terms i = l, l + NF_LANES, ... in order
  * (NF_LANE_SUM adds TERM, an expression in i, for i = 0..n-1), then the lanes are halved in a tree,
  * lane l + w into lane l for w = 8, 4, 2, 1 (nf_lane_tree, nf_lane_tree_d): the order the AVX-512

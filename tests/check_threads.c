@@ -1,7 +1,8 @@
 /* tests/check_threads.c - the worker pool: every part runs exactly once, on whichever thread; nested
  * jobs and one thread run serially in part order; many jobs in a row, jobs after the workers fell
  * asleep, and jobs in a forked child all complete; a started job (nf_threads_start) runs every part
- * once by its finish, while the caller's own jobs run serially, and refuses one thread or a busy pool. */
+ * once by its finish, while the caller's own jobs run serially, and refuses one thread or a busy pool;
+ * nf_threads_ranges covers every item once, in ranges that start at multiples of the alignment. */
 #include <check.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -41,6 +42,39 @@ static void check_once(count_job *j, int nparts)
     for (int p = 0; p < nparts; p++) ck_assert_msg(atomic_load(&j->runs[p]) == 1, "part %d ran %d times", p, atomic_load(&j->runs[p]));
     for (int p = nparts; p < MAXP; p++) ck_assert(atomic_load(&j->runs[p]) == 0);
 }
+
+typedef struct range_count {
+    _Atomic int hits[1000];
+    _Atomic int ranges;
+    size_t align;
+} range_count;
+
+static void count_range(void *arg, size_t i0, size_t i1)
+{
+    range_count *c = arg;
+    ck_assert(i0 < i1 && i1 <= 1000 && i0 % c->align == 0);
+    atomic_fetch_add(&c->ranges, 1);
+    for (size_t i = i0; i < i1; i++) atomic_fetch_add(&c->hits[i], 1);
+}
+
+START_TEST(test_ranges)
+{
+    const size_t ns[] = {1, 7, 64, 65, 999, 1000};
+    const size_t aligns[] = {1, 16, 64};
+    for (int t = 1; t <= 3; t++)
+        for (int a = 0; a < 3; a++)
+            for (int k = 0; k < 6; k++) {
+                range_count *c = calloc(1, sizeof *c);
+                c->align = aligns[a];
+                nf_threads_ranges(t, ns[k], aligns[a], count_range, c);
+                for (size_t i = 0; i < 1000; i++)
+                    ck_assert_msg(atomic_load(&c->hits[i]) == (i < ns[k]), "threads %d, n %zu, align %zu: item %zu ran %d times",
+                                  t, ns[k], aligns[a], i, atomic_load(&c->hits[i]));
+                ck_assert(atomic_load(&c->ranges) <= t);
+                free(c);
+            }
+}
+END_TEST
 
 START_TEST(test_parts_once)
 {
@@ -137,6 +171,7 @@ static Suite *threads_suite(void)
     tcase_add_test(t, test_many_jobs_and_sleep);
     tcase_add_test(t, test_forked_child);
     tcase_add_test(t, test_started_job);
+    tcase_add_test(t, test_ranges);
     suite_add_tcase(s, t);
     return s;
 }
