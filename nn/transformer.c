@@ -11,6 +11,7 @@
  */
 #include "nn/transformer.h"
 #include "nn/nn_internal.h"
+#include "core/simd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,14 +165,70 @@ static tviews views_of(const nf_transformer *tf, nf_real *ws, int n)
 }
 
 /* h (d) += pos_t: one embedding per position, or with frames space_(t mod S) + time_(t div S). */
-static void add_pos(const nf_transformer *tf, const nf_params *P, nf_real *h, int t)
+NF_SIMD_CLONES static void add_pos(const nf_transformer *tf, const nf_params *P, nf_real *h, int t)
 {
     const int d = tf->cfg.d, S = tf->frame_len;
     const nf_real *ps = P->value + tf->pos + (size_t)(t % S) * d;
+#pragma omp simd
     for (int i = 0; i < d; i++) h[i] += ps[i];
     if (S < tf->cfg.T) {
         const nf_real *pt = P->value + tf->pos_time + (size_t)(t / S) * d;
+#pragma omp simd
         for (int i = 0; i < d; i++) h[i] += pt[i];
+    }
+}
+
+/* The embedding and gradient passes over a batch's tokens, on the pool when large (nf_nn_ranges). */
+typedef struct embed_job {
+    const nf_transformer *tf;
+    nf_params *P;
+    nf_real *h;        /* forward: the first hidden state (N, d) */
+    const nf_real *ce; /* forward: the context embeddings (n, d) */
+    const nf_real *e;  /* backward: dL/dh_0 (N, d) */
+    int n;             /* sequences */
+} embed_job;
+
+NF_SIMD_CLONES static void add_row(nf_real *y, const nf_real *x, int d)
+{
+#pragma omp simd
+    for (int i = 0; i < d; i++) y[i] += x[i];
+}
+
+/* Sequences b0..b1: h_{b,t} += pos_t (+ ce_b). */
+static void embed_range(void *arg, size_t b0, size_t b1)
+{
+    const embed_job *j = arg;
+    const int T = j->tf->cfg.T, d = j->tf->cfg.d, ctx = j->tf->cfg.ctx > 0;
+    for (size_t b = b0; b < b1; b++)
+        for (int t = 0; t < T; t++) {
+            nf_real *h = j->h + (b * T + t) * d;
+            add_pos(j->tf, j->P, h, t);
+            if (ctx) add_row(h, j->ce + b * d, d);
+        }
+}
+
+/* Positions s0..s1 within a frame: dspace_s += sum over b, then t = s (mod S), of e_{b,t}, in that
+ * order (each sum's order as one loop over all b, t would add them). */
+static void pos_grad_range(void *arg, size_t s0, size_t s1)
+{
+    const embed_job *j = arg;
+    const int T = j->tf->cfg.T, d = j->tf->cfg.d, S = j->tf->frame_len, n = j->n;
+    for (size_t s = s0; s < s1; s++) {
+        nf_real *gp = j->P->grad + j->tf->pos + s * d;
+        for (int b = 0; b < n; b++)
+            for (int t = (int)s; t < T; t += S) add_row(gp, j->e + ((size_t)b * T + t) * d, d);
+    }
+}
+
+/* Frames f0..f1: dtime_f += sum over b, then the frame's t, of e_{b,t}. */
+static void time_grad_range(void *arg, size_t f0, size_t f1)
+{
+    const embed_job *j = arg;
+    const int T = j->tf->cfg.T, d = j->tf->cfg.d, S = j->tf->frame_len, n = j->n;
+    for (size_t f = f0; f < f1; f++) {
+        nf_real *gt = j->P->grad + j->tf->pos_time + f * d;
+        for (int b = 0; b < n; b++)
+            for (int t = (int)f * S; t < (int)(f + 1) * S && t < T; t++) add_row(gt, j->e + ((size_t)b * T + t) * d, d);
     }
 }
 
@@ -192,14 +249,8 @@ void nf_transformer_forward(const nf_transformer *tf, const nf_params *P, nf_rea
     }
     nf_linear_forward(&tf->in, P, NULL, v.hs, v.u, N);
     if (c->ctx > 0) nf_linear_forward(&tf->ctx, P, NULL, v.ce, ctx, n);
-    for (int b = 0; b < n; b++)
-        for (int t = 0; t < T; t++) {
-            nf_real *h = v.hs + ((size_t)b * T + t) * d;
-            const nf_real *cb = v.ce + (size_t)b * d;
-            add_pos(tf, P, h, t);
-            if (c->ctx > 0)
-                for (int i = 0; i < d; i++) h[i] += cb[i];
-        }
+    embed_job ej = {tf, (nf_params *)P, v.hs, v.ce, NULL, n};
+    nf_nn_ranges((size_t)n, 1, Nd, embed_range, &ej);
     const size_t bw = blocks_ws(tf, n);
     for (int l = 0; l < c->layers; l++)
         nf_tblock_forward(&tf->blocks[l], P, v.bws + l * bw, v.bsc, v.hs + (l + 1) * Nd, v.hs + l * Nd, n, T);
@@ -247,16 +298,9 @@ void nf_transformer_backward_hidden(const nf_transformer *tf, nf_params *P, nf_r
     }
     const nf_real *e = dcur;
     const int S = tf->frame_len;
-    for (int b = 0; b < n; b++)
-        for (int t = 0; t < T; t++) {
-            const nf_real *et = e + ((size_t)b * T + t) * d;
-            nf_real *gp = P->grad + tf->pos + (size_t)(t % S) * d;
-            for (int i = 0; i < d; i++) gp[i] += et[i];
-            if (S < T) {
-                nf_real *gt = P->grad + tf->pos_time + (size_t)(t / S) * d;
-                for (int i = 0; i < d; i++) gt[i] += et[i];
-            }
-        }
+    embed_job ej = {tf, P, NULL, NULL, e, n};
+    nf_nn_ranges((size_t)(S < T ? S : T), 1, Nd, pos_grad_range, &ej);
+    if (S < T) nf_nn_ranges((size_t)((T + S - 1) / S), 1, Nd, time_grad_range, &ej);
     if (c->ctx > 0) {
         memset(v.dce, 0, (size_t)n * d * sizeof *v.dce);
         for (int b = 0; b < n; b++)
