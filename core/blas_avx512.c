@@ -312,10 +312,7 @@ static void native_gemm(int transA, int transB, int M, int N, int K, nf_real alp
         return;
     }
     gemm_job g = {transA, transB, M, N, K, lda, ldb, ldc, strips, alpha, beta, A, B, bias, C};
-    /* Many rows: four parts a thread, claimed as threads come free, so a thread that starts late or
-     * runs slower (op(A) in the other core's cache) takes fewer of them; the same bits either way. */
-    const int parts = (M + MR - 1) / MR >= 8 * T ? 4 * T : T;
-    nf_threads_run(T, parts, gemm_part, &g);
+    nf_threads_run(T, T, gemm_part, &g);
 }
 
 int nf_blas_avx512_compiled(void) { return 1; }
