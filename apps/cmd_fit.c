@@ -94,7 +94,10 @@ static const char *const FIT_HELP_DEP =
     "                        relationship matrix K: Sigma = lambda I + (1 - lambda) K)\n"
     "  --groups PATH         equi: dataset of DATA.h5 with the rows' group ids        [/group]\n"
     "  --rho R               equi: starting rho, learned (see --update-every)         [0.5]\n"
-    "  --per-block-rho       equi: one rho per group instead of one shared\n"
+    "  --per-block-rho       equi: one rho per group instead of one shared, pooled: each group's rho\n"
+    "                        leans toward the other groups' as far as its few points leave it unsure\n"
+    "                        (a normal prior on logit rho fitted to all groups, the posterior median)\n"
+    "  --unpooled-rho        with --per-block-rho: each group's own maximum-likelihood rho\n"
     "  --kinship FILE        kinship: HDF5 file with /K (n x n, or /K/row, /K/col, /K/value triplets)\n"
     "  --lambda L            kinship: lambda, held fixed                              [0.5]\n"
     "  --learn-lambda        kinship: learn lambda, starting at --lambda\n"
@@ -136,7 +139,7 @@ typedef struct fit_args {
     int steps_set, patience_set;
     const char *dependence, *groups, *kinship;   /* --dependence equi|kinship */
     double rho, lambda;
-    int per_block, learn_lambda, update_every, update_every_set, val_frac_set, dep_flag_set;
+    int per_block, unpooled, learn_lambda, update_every, update_every_set, val_frac_set, dep_flag_set;
 } fit_args;
 
 static int parse_args(int argc, char **argv, fit_args *a)
@@ -196,6 +199,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
         {.name = "--rho", .kind = FLAG_DOUBLE, .dst = &a->rho, .lo = 1e-6, .hi = 1 - 1e-6, .seen = &a->dep_flag_set},
         {.name = "--lambda", .kind = FLAG_DOUBLE, .dst = &a->lambda, .lo = 1e-6, .hi = 1 - 1e-6, .seen = &a->dep_flag_set},
         {.name = "--per-block-rho", .kind = FLAG_BOOL, .dst = &a->per_block, .seen = &a->dep_flag_set},
+        {.name = "--unpooled-rho", .kind = FLAG_BOOL, .dst = &a->unpooled, .seen = &a->dep_flag_set},
         {.name = "--learn-lambda", .kind = FLAG_BOOL, .dst = &a->learn_lambda, .seen = &a->dep_flag_set},
         {.name = "--update-every", .kind = FLAG_INT, .dst = &a->update_every, .lo = 0, .hi = 1 << 30,
          .seen = &a->update_every_set},
@@ -230,7 +234,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
         return cli_usage_error(cmd, "no data file given (expected: nf fit DATA.h5 -o MODEL.h5, or --target NAME)");
     if (!a->out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
     if ((a->dep_flag_set || a->update_every_set) && !a->dependence)
-        return cli_usage_error(cmd, "--groups/--kinship/--rho/--lambda/--per-block-rho/--learn-lambda/--update-every "
+        return cli_usage_error(cmd, "--groups/--kinship/--rho/--lambda/--per-block-rho/--unpooled-rho/--learn-lambda/--update-every "
                                     "need --dependence");
     if (a->dependence) {
         int equi = !strcmp(a->dependence, "equi");
@@ -239,6 +243,8 @@ static int parse_args(int argc, char **argv, fit_args *a)
         if (!a->data) return cli_usage_error(cmd, "--dependence is for fitting data (expected DATA.h5)");
         if (equi && (a->kinship || a->learn_lambda))
             return cli_usage_error(cmd, "--kinship and --learn-lambda go with --dependence kinship");
+        if (a->unpooled && !a->per_block)
+            return cli_usage_error(cmd, "--unpooled-rho chooses how one rho per group is learnt: add --per-block-rho");
         if (!equi && a->update_every_set && !a->learn_lambda)
             return cli_usage_error(cmd, "--update-every N sets how a learned lambda is updated: add --learn-lambda");
         if (!equi && !a->kinship) return cli_usage_error(cmd, "--dependence kinship needs --kinship FILE");
@@ -325,7 +331,7 @@ static int build_dependent(const char *cmd, fit_args *a, fit_ctx *ctx, const nf_
                            int *usage)
 {
     nf_dep_source s = {.kind = strcmp(a->dependence, "equi") ? NF_DEP_KINSHIP : NF_DEP_EQUI,
-                       .per_block = a->per_block};
+                       .per_block = a->per_block ? (a->unpooled ? 1 : 2) : 0};
     snprintf(s.path, sizeof s.path, "%s", s.kind == NF_DEP_EQUI ? a->data : a->kinship);
     snprintf(s.dataset, sizeof s.dataset, "%s", s.kind == NF_DEP_EQUI ? a->groups : "/K");
     char body[1 << 15], full[(1 << 15) + 32];

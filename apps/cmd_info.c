@@ -112,7 +112,7 @@ static void print_dependence(const nf_model *m)
     printf("; %s %s", learned ? "learned" : "fixed", name);
     if (np == 1) printf(" %.4f\n", th[0]);
     else {
-        printf(" per block (%d):", np);
+        printf(" per block (%d%s):", np, has_src && src.per_block == 2 ? ", pooled" : "");
         for (int k = 0; k < np && k < 8; k++) printf(" %.3f", th[k]);
         printf("%s\n", np > 8 ? " ..." : "");
     }

@@ -134,6 +134,7 @@ int nf_dep_equi_create(nf_dep **out, const int64_t *group, size_t n, int per_blo
     }
     d->n_blocks = next;
     d->per_block = per_block != 0;
+    d->pooled = per_block == 2;
     d->block = block;
     d->block_size = nf_calloc((size_t)next, sizeof *d->block_size, "block sizes");
     if (!d->block_size) {
@@ -881,6 +882,83 @@ static void equi_best_per_block(profile_ctx *c, double *theta, double *rest, dou
     }
 }
 
+/* Partial pooling of the per-block rho (per_block 2), after equi_best_per_block.  u = logit(rho) on
+ * POOL_N grid points; L_b(u) the profile of block b with the other blocks at their rho (as in the
+ * coordinate ascent); prior u ~ N(mu, s^2), (mu, s) maximising sum_b log sum_u exp(L_b(u)) N(u; mu, s)
+ * by EM (the posterior of each block on the grid, then mu and s^2 its pooled mean and variance),
+ * from the spread of the blocks' maximisers; rho_b the posterior median, linear between grid points. */
+#define POOL_U0 (-6.0)
+#define POOL_DU 0.05
+#define POOL_N 305 /* u in [-6, 9.2] */
+static int equi_pool(profile_ctx *c, double *theta, double *rest, double *own)
+{
+    const nf_dep *d = c->d;
+    const int k = 2 * c->p + 1;
+    int nb = 0;
+    for (int b = 0; b < d->n_blocks; b++) nb += d->block_size[b] >= 2;
+    if (nb < 2) return NF_OK; /* nothing to pool */
+    double *L = malloc((size_t)nb * POOL_N * sizeof *L), *w = malloc(POOL_N * sizeof *w);
+    int *which = malloc((size_t)nb * sizeof *which);
+    if (!L || !w || !which) {
+        free(L), free(w), free(which);
+        return nf_error(NF_ENOMEM, "out of memory pooling the rho of %d blocks", nb);
+    }
+    c->rest = rest;
+    for (int j = 0; j < k; j++) rest[j] = 0;
+    for (int b = 0; b < d->n_blocks; b++) equi_block_terms(c, b, theta[b], rest);
+    double mu = 0, s2 = 0;
+    for (int b = 0, i = 0; b < d->n_blocks; b++) {
+        if (d->block_size[b] < 2) continue;
+        for (int j = 0; j < k; j++) own[j] = 0;
+        equi_block_terms(c, b, theta[b], own);
+        for (int j = 0; j < k; j++) rest[j] -= own[j];
+        c->blk = b;
+        double *Lb = L + (size_t)i * POOL_N, top = -INFINITY;
+        for (int g = 0; g < POOL_N; g++) top = fmax(top, Lb[g] = equi_profile(c, sigmoid(POOL_U0 + POOL_DU * g)));
+        for (int g = 0; g < POOL_N; g++) Lb[g] -= top;
+        for (int j = 0; j < k; j++) rest[j] += own[j];
+        const double u = log(theta[b] / (1 - theta[b]));
+        mu += u, s2 += u * u;
+        which[i++] = b;
+    }
+    mu /= nb, s2 = fmax(s2 / nb - mu * mu, 0.01);
+    for (int it = 0; it < 500; it++) { /* EM */
+        double m1 = 0, m2 = 0;
+        for (int i = 0; i < nb; i++) {
+            const double *Lb = L + (size_t)i * POOL_N;
+            double z = 0, e1 = 0, e2 = 0;
+            for (int g = 0; g < POOL_N; g++) {
+                const double u = POOL_U0 + POOL_DU * g, q = exp(Lb[g] - 0.5 * (u - mu) * (u - mu) / s2);
+                z += q, e1 += q * u, e2 += q * u * u;
+            }
+            m1 += e1 / z, m2 += e2 / z;
+        }
+        const double nmu = m1 / nb, ns2 = fmax(m2 / nb - nmu * nmu, 1e-4);
+        const double moved = fabs(nmu - mu) + fabs(sqrt(ns2) - sqrt(s2));
+        mu = nmu, s2 = ns2;
+        if (moved < 1e-6) break;
+    }
+    for (int i = 0; i < nb; i++) { /* posterior medians */
+        const double *Lb = L + (size_t)i * POOL_N;
+        double z = 0;
+        for (int g = 0; g < POOL_N; g++) {
+            const double u = POOL_U0 + POOL_DU * g;
+            z += w[g] = exp(Lb[g] - 0.5 * (u - mu) * (u - mu) / s2);
+        }
+        double cum = 0, u = POOL_U0;
+        for (int g = 0; g < POOL_N; g++) {
+            if (cum + w[g] >= 0.5 * z) { /* the median within grid cell g, the mass spread evenly over it */
+                u = POOL_U0 + POOL_DU * (g - 0.5 + (0.5 * z - cum) / w[g]);
+                break;
+            }
+            cum += w[g];
+        }
+        theta[which[i]] = fmin(fmax(sigmoid(u), 1e-4), 1 - 1e-4);
+    }
+    free(L), free(w), free(which);
+    return NF_OK;
+}
+
 /* kinship: r = U^T Z (n x p) and v = U^T 1 (n) ADDED to, one pass over U by rows (with components,
  * over each point's own component's columns only: the other entries of its row are zeros, so the
  * sums are the same, at sum of m^2 instead of n^2 reads). */
@@ -941,6 +1019,13 @@ int nf_dep_best_theta(const nf_dep *d, const nf_real *Z, int p, double *theta, i
         c.S = S, c.t = t;
         if (d->per_block) equi_best_per_block(&c, theta, c.acc + k, c.acc + 2 * k, sweeps);
         else theta[0] = best_logit(equi_profile, &c);
+        if (d->pooled) {
+            const int rc = equi_pool(&c, theta, c.acc + k, c.acc + 2 * k);
+            if (rc != NF_OK) {
+                free(w);
+                return rc;
+            }
+        }
     }
     int ok = 1;
     for (int j = 0; j < d->n_params; j++) ok &= isfinite(theta[j]);

@@ -290,6 +290,43 @@ START_TEST(test_best_theta_blocks)
 }
 END_TEST
 
+/* Pooled per-block rho (per_block 2) on 48 blocks of 3 to 40 points with rho spread over [0.5, 0.95]:
+ * closer to the generating rho on average than each block's own maximiser (per_block 1), by pulling
+ * the small blocks' scattered maximisers together, while the largest blocks, whose points decide
+ * their rho, stay near their maximiser. */
+START_TEST(test_best_theta_pooled)
+{
+    const size_t p = 2, sizes[] = {3, 5, 8, 12, 20, 40};
+    const double scale[2] = {1.3, 0.7};
+    const int nb = 48;
+    size_t n = 0;
+    for (int b = 0; b < nb; b++) n += sizes[b % 6];
+    int64_t *grp = malloc(n * sizeof *grp);
+    double truth[48], ml[48], pooled[48];
+    for (int b = 0; b < nb; b++) truth[b] = 0.5 + 0.45 * ((b * 7) % 48) / 47.0;
+    for (size_t b = 0, at = 0; (int)b < nb; b++)
+        for (size_t k = 0; k < sizes[b % 6]; k++) grp[at++] = (int64_t)b;
+    nf_dep *d1, *d2;
+    ck_assert_int_eq(nf_dep_equi_create(&d1, grp, n, 1), NF_OK);
+    ck_assert_int_eq(nf_dep_equi_create(&d2, grp, n, 2), NF_OK);
+    ck_assert(!d1->pooled && d2->pooled && d2->per_block);
+    nf_real *Z = correlated_latents(d1, truth, NULL, p, scale, 57);
+    for (int b = 0; b < nb; b++) ml[b] = pooled[b] = 0.5;
+    ck_assert_msg(nf_dep_best_theta(d1, Z, (int)p, ml, 200) == NF_OK, "%s", nf_strerror_last());
+    ck_assert_msg(nf_dep_best_theta(d2, Z, (int)p, pooled, 200) == NF_OK, "%s", nf_strerror_last());
+    double e_ml = 0, e_pooled = 0;
+    for (int b = 0; b < nb; b++) {
+        ck_assert(pooled[b] > 0 && pooled[b] < 1);
+        e_ml += fabs(ml[b] - truth[b]) / nb, e_pooled += fabs(pooled[b] - truth[b]) / nb;
+        if (sizes[b % 6] == 40)
+            ck_assert_msg(fabs(pooled[b] - ml[b]) < 0.03, "block %d of 40: pooled %.4f, maximiser %.4f", b, pooled[b], ml[b]);
+    }
+    ck_assert_msg(e_pooled < 0.8 * e_ml, "mean error pooled %.4f, maximisers %.4f", e_pooled, e_ml);
+    free(Z), free(grp);
+    nf_dep_free(d1), nf_dep_free(d2);
+}
+END_TEST
+
 /* d log det / d theta and dA / dtheta against central differences. */
 static void check_theta_derivatives(nf_dep *d, const double *theta0)
 {
@@ -737,6 +774,7 @@ static Suite *dependent_suite(void)
     tcase_add_loop_test(tc, test_kinship_against_cholesky, 0, 2);
     tcase_add_test(tc, test_best_theta_one);
     tcase_add_test(tc, test_best_theta_blocks);
+    tcase_add_test(tc, test_best_theta_pooled);
     tcase_add_test(tc, test_theta_derivatives);
     tcase_add_test(tc, test_joint_log_prob);
     tcase_add_test(tc, test_iid_limits);

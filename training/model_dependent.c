@@ -141,7 +141,7 @@ int nf_model_dependent_create(nf_model **out, const char *spec, int dim, int ctx
     st->kind = dep->kind;
     st->n = dep->n;
     st->n_params = dep->n_params;
-    st->per_block = dep->per_block;
+    st->per_block = dep->pooled ? 2 : dep->per_block;
     st->learn = learn != 0;
     st->update_every = st->learn ? update_every : 0;
     rc = build(m, spec, dim, ctx_dim, seed, theta0);
@@ -337,9 +337,10 @@ static int load_parts(nf_model *m, nf_h5 *f, const char *group)
     NF_TRY(nf_h5_attr_get_int64(f, path, "learn", &learn));
     if (strcmp(kind, "equi") && strcmp(kind, "kinship"))
         return nf_error(NF_EFORMAT, "%s:%s: structure '%s' (expected equi or kinship)", nf_h5_path(f), path, kind);
-    if (n < 1 || np < 1 || np > n || (pb != 0 && pb != 1) || (learn != 0 && learn != 1))
-        return nf_error(NF_EFORMAT, "%s:%s: %lld points, %lld parameters (expected 1 <= parameters <= points, flags 0 "
-                                    "or 1)", nf_h5_path(f), path, (long long)n, (long long)np);
+    if (n < 1 || np < 1 || np > n || pb < 0 || pb > 2 || (learn != 0 && learn != 1))
+        return nf_error(NF_EFORMAT, "%s:%s: %lld points, %lld parameters, per_block %lld, learn %lld (expected 1 <= "
+                                    "parameters <= points, per_block 0..2, learn 0 or 1)", nf_h5_path(f), path,
+                        (long long)n, (long long)np, (long long)pb, (long long)learn);
     st->kind = strcmp(kind, "equi") ? NF_DEP_KINSHIP : NF_DEP_EQUI;
     st->n = (size_t)n;
     st->n_params = (int)np;

@@ -160,9 +160,18 @@ a=$(nfrun eval ref.h5 te.h5 --json 2>&1)
 b=$(nfrun eval r.h5 te.h5 --json 2>&1)
 check "the stopped and resumed fit ends with the uninterrupted model" test "$a" = "$b"
 nfrun info r.h5 >"$T/out" 2>&1
-check "info: one rho per block" grep -q 'learned rho per block' "$T/out"
+check "info: one rho per block, pooled" grep -q 'learned rho per block ([0-9]*, pooled)' "$T/out"
+nfrun fit tr.h5 --dependence equi --per-block-rho --unpooled-rho --val va.h5 --flow realnvp --layers 2 --hidden 16 \
+    --steps 200 --threads 1 --quiet -o up.h5 2>"$T/err"
+nfrun info up.h5 >"$T/out" 2>&1
+check "--unpooled-rho: one rho per block by maximum likelihood" \
+    bash -c "grep -q 'learned rho per block ([0-9]*):' '$T/out' && ! grep -q pooled '$T/out'"
 
 # ---- errors ---------------------------------------------------------------------------------------
+nfrun fit tr.h5 --dependence equi --unpooled-rho --val va.h5 --steps 5 -o b.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "--unpooled-rho without --per-block-rho: usage error naming --per-block-rho" \
+    bash -c "[ $rc = 2 ] && grep -q -- '--per-block-rho' '$T/err' && [ ! -e b.h5 ]"
 nfrun fit tr.h5 --dependence equi --steps 5 -o b.h5 >/dev/null 2>"$T/err"
 rc=$?
 check "--dependence without an i.i.d. validation set: usage error naming --val" \
