@@ -883,79 +883,121 @@ static void equi_best_per_block(profile_ctx *c, double *theta, double *rest, dou
 }
 
 /* Partial pooling of the per-block rho (per_block 2), after equi_best_per_block.  u = logit(rho) on
- * POOL_N grid points; L_b(u) the profile of block b with the other blocks at their rho (as in the
- * coordinate ascent); prior u ~ N(mu, s^2), (mu, s) maximising sum_b log sum_u exp(L_b(u)) N(u; mu, s)
- * by EM (the posterior of each block on the grid, then mu and s^2 its pooled mean and variance),
- * from the spread of the blocks' maximisers; rho_b the posterior median, linear between grid points. */
+ * POOL_N grid points; L_b(u) the profile of block b with the other blocks at their rho (its offset
+ * and scale profiled out, as in the coordinate ascent); prior u ~ N(mu, s^2), (mu, s) maximising
+ * sum_b log sum_u exp(L_b(u)) N(u; mu, s) by EM (each block's posterior on the grid, then mu and s^2
+ * their pooled mean and variance) from the spread of the blocks' maximisers; rho_b the posterior
+ * median, linear within a grid cell.  The likelihoods are taken once (rho, 1 / (1 - rho) and
+ * log(1 - rho) of the grid precomputed); an EM iteration costs POOL_N exponentials and three
+ * multiply-adds per block and grid point. */
 #define POOL_U0 (-6.0)
 #define POOL_DU 0.05
 #define POOL_N 305 /* u in [-6, 9.2] */
+
+/* exp(L_b(u) - max) on the grid, the others' sums in c->rest. */
+static void pool_likelihood(const profile_ctx *c, int b, const double *rho, const double *inv1m, const double *l1m,
+                            double *out)
+{
+    const int p = c->p;
+    const double m = (double)c->d->block_size[b], n = (double)c->d->n;
+    const double *S = c->S + (size_t)b * p, *t = c->t + (size_t)b * p, *rest = c->rest;
+    double top = -INFINITY;
+    for (int g = 0; g < POOL_N; g++) {
+        const double w = 1 / (1 + (m - 1) * rho[g]), oo = rest[2 * p] + w * m;
+        double L = -0.5 * p * ((m - 1) * l1m[g] + log1p((m - 1) * rho[g]));
+        for (int j = 0; j < p; j++) {
+            const double zz = rest[j] + S[j] * inv1m[g] + w * t[j] * t[j] / m, oz = rest[p + j] + w * t[j];
+            L -= 0.5 * n * log(zz - oz * oz / oo);
+        }
+        top = fmax(top, out[g] = L);
+    }
+    for (int g = 0; g < POOL_N; g++) out[g] = exp(out[g] - top);
+}
+
+/* sum_g q_g, sum_g q_g u_g, sum_g q_g u_g^2 with q = lik w, in POOL_LANES interleaved partial sums
+ * (independent chains the compiler can keep in vector registers) added in order at the end. */
+#define POOL_LANES 8
+static void pool_moments(const double *lik, const double *w, const double *u, const double *u2, double *mom)
+{
+    double z[POOL_LANES] = {0}, e1[POOL_LANES] = {0}, e2[POOL_LANES] = {0};
+    int g = 0;
+    for (; g + POOL_LANES <= POOL_N; g += POOL_LANES)
+        for (int l = 0; l < POOL_LANES; l++) {
+            const double q = lik[g + l] * w[g + l];
+            z[l] += q, e1[l] += q * u[g + l], e2[l] += q * u2[g + l];
+        }
+    for (; g < POOL_N; g++) {
+        const double q = lik[g] * w[g];
+        z[0] += q, e1[0] += q * u[g], e2[0] += q * u2[g];
+    }
+    mom[0] = mom[1] = mom[2] = 0;
+    for (int l = 0; l < POOL_LANES; l++) mom[0] += z[l], mom[1] += e1[l], mom[2] += e2[l];
+}
+
 static int equi_pool(profile_ctx *c, double *theta, double *rest, double *own)
 {
     const nf_dep *d = c->d;
-    const int k = 2 * c->p + 1;
     int nb = 0;
     for (int b = 0; b < d->n_blocks; b++) nb += d->block_size[b] >= 2;
     if (nb < 2) return NF_OK; /* nothing to pool */
-    double *L = malloc((size_t)nb * POOL_N * sizeof *L), *w = malloc(POOL_N * sizeof *w);
+    double *lik = malloc(((size_t)nb + 6) * POOL_N * sizeof *lik);
     int *which = malloc((size_t)nb * sizeof *which);
-    if (!L || !w || !which) {
-        free(L), free(w), free(which);
+    if (!lik || !which) {
+        free(lik), free(which);
         return nf_error(NF_ENOMEM, "out of memory pooling the rho of %d blocks", nb);
     }
+    double *u = lik + (size_t)nb * POOL_N, *u2 = u + POOL_N, *w = u2 + POOL_N, *rho = w + POOL_N, *inv1m = rho + POOL_N,
+           *l1m = inv1m + POOL_N;
+    for (int g = 0; g < POOL_N; g++) {
+        u[g] = POOL_U0 + POOL_DU * g, u2[g] = u[g] * u[g], rho[g] = sigmoid(u[g]);
+        inv1m[g] = 1 + exp(u[g]), l1m[g] = -log1p(exp(u[g])); /* 1 / (1 - rho), log(1 - rho) */
+    }
+    const int k = 2 * c->p + 1;
     c->rest = rest;
     for (int j = 0; j < k; j++) rest[j] = 0;
     for (int b = 0; b < d->n_blocks; b++) equi_block_terms(c, b, theta[b], rest);
-    double mu = 0, s2 = 0;
+    double mu = 0, s2 = 0; /* EM starts from the spread of the blocks' maximisers */
     for (int b = 0, i = 0; b < d->n_blocks; b++) {
         if (d->block_size[b] < 2) continue;
         for (int j = 0; j < k; j++) own[j] = 0;
         equi_block_terms(c, b, theta[b], own);
         for (int j = 0; j < k; j++) rest[j] -= own[j];
-        c->blk = b;
-        double *Lb = L + (size_t)i * POOL_N, top = -INFINITY;
-        for (int g = 0; g < POOL_N; g++) top = fmax(top, Lb[g] = equi_profile(c, sigmoid(POOL_U0 + POOL_DU * g)));
-        for (int g = 0; g < POOL_N; g++) Lb[g] -= top;
+        pool_likelihood(c, b, rho, inv1m, l1m, lik + (size_t)i * POOL_N);
         for (int j = 0; j < k; j++) rest[j] += own[j];
-        const double u = log(theta[b] / (1 - theta[b]));
-        mu += u, s2 += u * u;
+        const double ub = log(theta[b] / (1 - theta[b]));
+        mu += ub, s2 += ub * ub;
         which[i++] = b;
     }
     mu /= nb, s2 = fmax(s2 / nb - mu * mu, 0.01);
-    for (int it = 0; it < 500; it++) { /* EM */
+    for (int it = 0; it < 1000; it++) { /* EM */
+        for (int g = 0; g < POOL_N; g++) w[g] = exp(-0.5 * (u[g] - mu) * (u[g] - mu) / s2);
         double m1 = 0, m2 = 0;
         for (int i = 0; i < nb; i++) {
-            const double *Lb = L + (size_t)i * POOL_N;
-            double z = 0, e1 = 0, e2 = 0;
-            for (int g = 0; g < POOL_N; g++) {
-                const double u = POOL_U0 + POOL_DU * g, q = exp(Lb[g] - 0.5 * (u - mu) * (u - mu) / s2);
-                z += q, e1 += q * u, e2 += q * u * u;
-            }
-            m1 += e1 / z, m2 += e2 / z;
+            double mom[3];
+            pool_moments(lik + (size_t)i * POOL_N, w, u, u2, mom);
+            m1 += mom[1] / mom[0], m2 += mom[2] / mom[0];
         }
         const double nmu = m1 / nb, ns2 = fmax(m2 / nb - nmu * nmu, 1e-4);
         const double moved = fabs(nmu - mu) + fabs(sqrt(ns2) - sqrt(s2));
         mu = nmu, s2 = ns2;
-        if (moved < 1e-6) break;
+        if (moved < 1e-7) break;
     }
+    for (int g = 0; g < POOL_N; g++) w[g] = exp(-0.5 * (u[g] - mu) * (u[g] - mu) / s2);
     for (int i = 0; i < nb; i++) { /* posterior medians */
-        const double *Lb = L + (size_t)i * POOL_N;
-        double z = 0;
+        const double *Lb = lik + (size_t)i * POOL_N;
+        double z = 0, cum = 0, at = u[0];
+        for (int g = 0; g < POOL_N; g++) z += Lb[g] * w[g];
         for (int g = 0; g < POOL_N; g++) {
-            const double u = POOL_U0 + POOL_DU * g;
-            z += w[g] = exp(Lb[g] - 0.5 * (u - mu) * (u - mu) / s2);
-        }
-        double cum = 0, u = POOL_U0;
-        for (int g = 0; g < POOL_N; g++) {
-            if (cum + w[g] >= 0.5 * z) { /* the median within grid cell g, the mass spread evenly over it */
-                u = POOL_U0 + POOL_DU * (g - 0.5 + (0.5 * z - cum) / w[g]);
+            const double q = Lb[g] * w[g];
+            if (cum + q >= 0.5 * z) { /* the median within grid cell g, its mass spread evenly over it */
+                at = u[g] + POOL_DU * ((0.5 * z - cum) / q - 0.5);
                 break;
             }
-            cum += w[g];
+            cum += q;
         }
-        theta[which[i]] = fmin(fmax(sigmoid(u), 1e-4), 1 - 1e-4);
+        theta[which[i]] = fmin(fmax(sigmoid(at), 1e-4), 1 - 1e-4);
     }
-    free(L), free(w), free(which);
+    free(lik), free(which);
     return NF_OK;
 }
 
