@@ -883,32 +883,37 @@ static void equi_best_per_block(profile_ctx *c, double *theta, double *rest, dou
 }
 
 /* Partial pooling of the per-block rho (per_block 2), after equi_best_per_block.  u = logit(rho) on
- * POOL_N grid points; L_b(u) the profile of block b with the other blocks at their rho (its offset
- * and scale profiled out, as in the coordinate ascent); prior u ~ N(mu, s^2), (mu, s) maximising
- * sum_b log sum_u exp(L_b(u)) N(u; mu, s) by EM (each block's posterior on the grid, then mu and s^2
- * their pooled mean and variance) from the spread of the blocks' maximisers; rho_b the posterior
- * median, linear within a grid cell.  The likelihoods are taken once (rho, 1 / (1 - rho) and
- * log(1 - rho) of the grid precomputed); an EM iteration costs POOL_N exponentials and three
- * multiply-adds per block and grid point. */
+ * POOL_N grid points; L_b(u) block b's own Gaussian log-likelihood at rho = sigmoid(u) of its latents
+ * shifted and scaled by the profile's offset c_j and scale a_j at the maximisers (held: one block's
+ * rho moves them little, the weak coupling that lets the coordinate ascent above go block by block),
+ *   L_b = -(p/2) [(m-1) log(1 - rho) + log(1 + (m-1) rho)]
+ *         - 1/2 sum_j a_j^2 [S_bj / (1 - rho) + (t_bj - m c_j)^2 / (m (1 + (m-1) rho))];
+ * prior u ~ N(mu, s^2), (mu, s) maximising sum_b log sum_u exp(L_b(u)) N(u; mu, s) by EM (each
+ * block's posterior on the grid, then mu and s^2 their pooled mean and variance) from the spread of
+ * the blocks' maximisers; rho_b the posterior median, linear within a grid cell.  The likelihoods
+ * are taken once (rho, 1 / (1 - rho) and log(1 - rho) of the grid precomputed); an EM iteration
+ * costs POOL_N exponentials and three multiply-adds per block and grid point. */
 #define POOL_U0 (-6.0)
 #define POOL_DU 0.05
 #define POOL_N 305 /* u in [-6, 9.2] */
+#define POOL_PMAX 64 /* latent dimensions pooled (wider latents keep the maximisers) */
 
-/* exp(L_b(u) - max) on the grid, the others' sums in c->rest. */
-static void pool_likelihood(const profile_ctx *c, int b, const double *rho, const double *inv1m, const double *l1m,
-                            double *out)
+/* exp(L_b(u) - max) on the grid. */
+static void pool_likelihood(const profile_ctx *c, int b, const double *a2, const double *off, const double *rho,
+                            const double *inv1m, const double *l1m, double *out)
 {
     const int p = c->p;
-    const double m = (double)c->d->block_size[b], n = (double)c->d->n;
-    const double *S = c->S + (size_t)b * p, *t = c->t + (size_t)b * p, *rest = c->rest;
+    const double m = (double)c->d->block_size[b];
+    const double *S = c->S + (size_t)b * p, *t = c->t + (size_t)b * p;
+    double sq = 0, tt = 0; /* sum_j a_j^2 S_bj and sum_j a_j^2 (t_bj - m c_j)^2 / m */
+    for (int j = 0; j < p; j++) {
+        const double tj = t[j] - m * off[j];
+        sq += a2[j] * S[j], tt += a2[j] * tj * tj / m;
+    }
     double top = -INFINITY;
     for (int g = 0; g < POOL_N; g++) {
-        const double w = 1 / (1 + (m - 1) * rho[g]), oo = rest[2 * p] + w * m;
-        double L = -0.5 * p * ((m - 1) * l1m[g] + log1p((m - 1) * rho[g]));
-        for (int j = 0; j < p; j++) {
-            const double zz = rest[j] + S[j] * inv1m[g] + w * t[j] * t[j] / m, oz = rest[p + j] + w * t[j];
-            L -= 0.5 * n * log(zz - oz * oz / oo);
-        }
+        const double L = -0.5 * p * ((m - 1) * l1m[g] + log1p((m - 1) * rho[g])) -
+                         0.5 * (sq * inv1m[g] + tt / (1 + (m - 1) * rho[g]));
         top = fmax(top, out[g] = L);
     }
     for (int g = 0; g < POOL_N; g++) out[g] = exp(out[g] - top);
@@ -934,12 +939,12 @@ static void pool_moments(const double *lik, const double *w, const double *u, co
     for (int l = 0; l < POOL_LANES; l++) mom[0] += z[l], mom[1] += e1[l], mom[2] += e2[l];
 }
 
-static int equi_pool(profile_ctx *c, double *theta, double *rest, double *own)
+static int equi_pool(profile_ctx *c, double *theta, double *rest, double *prior)
 {
     const nf_dep *d = c->d;
     int nb = 0;
     for (int b = 0; b < d->n_blocks; b++) nb += d->block_size[b] >= 2;
-    if (nb < 2) return NF_OK; /* nothing to pool */
+    if (nb < 2 || c->p > POOL_PMAX) return NF_OK; /* nothing to pool (or latents too wide: the maximisers) */
     double *lik = malloc(((size_t)nb + 6) * POOL_N * sizeof *lik);
     int *which = malloc((size_t)nb * sizeof *which);
     if (!lik || !which) {
@@ -952,23 +957,25 @@ static int equi_pool(profile_ctx *c, double *theta, double *rest, double *own)
         u[g] = POOL_U0 + POOL_DU * g, u2[g] = u[g] * u[g], rho[g] = sigmoid(u[g]);
         inv1m[g] = 1 + exp(u[g]), l1m[g] = -log1p(exp(u[g])); /* 1 / (1 - rho), log(1 - rho) */
     }
+    /* the profile's offset c_j = 1'A z_j / 1'A 1 and scale a_j^2 = n / e_j at the maximisers */
     const int k = 2 * c->p + 1;
-    c->rest = rest;
     for (int j = 0; j < k; j++) rest[j] = 0;
     for (int b = 0; b < d->n_blocks; b++) equi_block_terms(c, b, theta[b], rest);
+    double a2[POOL_PMAX], off[POOL_PMAX];
+    for (int j = 0; j < c->p; j++) {
+        off[j] = rest[c->p + j] / rest[2 * c->p];
+        a2[j] = (double)d->n / (rest[j] - rest[c->p + j] * off[j]);
+    }
     double mu = 0, s2 = 0; /* EM starts from the spread of the blocks' maximisers */
     for (int b = 0, i = 0; b < d->n_blocks; b++) {
         if (d->block_size[b] < 2) continue;
-        for (int j = 0; j < k; j++) own[j] = 0;
-        equi_block_terms(c, b, theta[b], own);
-        for (int j = 0; j < k; j++) rest[j] -= own[j];
-        pool_likelihood(c, b, rho, inv1m, l1m, lik + (size_t)i * POOL_N);
-        for (int j = 0; j < k; j++) rest[j] += own[j];
+        pool_likelihood(c, b, a2, off, rho, inv1m, l1m, lik + (size_t)i * POOL_N);
         const double ub = log(theta[b] / (1 - theta[b]));
         mu += ub, s2 += ub * ub;
         which[i++] = b;
     }
     mu /= nb, s2 = fmax(s2 / nb - mu * mu, 0.01);
+    if (prior && prior[1] > 0) mu = prior[0], s2 = prior[1] * prior[1]; /* or from the last update's prior */
     for (int it = 0; it < 1000; it++) { /* EM */
         for (int g = 0; g < POOL_N; g++) w[g] = exp(-0.5 * (u[g] - mu) * (u[g] - mu) / s2);
         double m1 = 0, m2 = 0;
@@ -982,6 +989,7 @@ static int equi_pool(profile_ctx *c, double *theta, double *rest, double *own)
         mu = nmu, s2 = ns2;
         if (moved < 1e-7) break;
     }
+    if (prior) prior[0] = mu, prior[1] = sqrt(s2);
     for (int g = 0; g < POOL_N; g++) w[g] = exp(-0.5 * (u[g] - mu) * (u[g] - mu) / s2);
     for (int i = 0; i < nb; i++) { /* posterior medians */
         const double *Lb = lik + (size_t)i * POOL_N;
@@ -1034,7 +1042,31 @@ static void kin_rotate(const nf_dep *d, const nf_real *Z, int p, double *r, doub
     }
 }
 
+static int best_theta(const nf_dep *d, const nf_real *Z, int p, double *theta, double *pooled, double *prior,
+                      int sweeps);
+
 int nf_dep_best_theta(const nf_dep *d, const nf_real *Z, int p, double *theta, int sweeps)
+{
+    if (!d->pooled) return best_theta(d, Z, p, theta, NULL, NULL, sweeps);
+    double *ml = malloc((size_t)d->n_params * sizeof *ml);
+    if (!ml) return nf_error(NF_ENOMEM, "out of memory for %d maximisers", d->n_params);
+    memcpy(ml, theta, (size_t)d->n_params * sizeof *ml);
+    int rc = best_theta(d, Z, p, ml, theta, NULL, sweeps);
+    free(ml);
+    return rc;
+}
+
+int nf_dep_best_theta_pooled(const nf_dep *d, const nf_real *Z, int p, double *ml, double *theta, double *prior,
+                             int sweeps)
+{
+    if (!d->pooled) return nf_error(NF_EINVAL, "pooled rho asked of a structure without pooling");
+    return best_theta(d, Z, p, ml, theta, prior, sweeps);
+}
+
+/* theta: the maximisers (the ascent's start, read); pooled (a pooled structure): the pooled rho;
+ * prior: the pooling's (mu, s), its EM's start when s > 0, or NULL. */
+static int best_theta(const nf_dep *d, const nf_real *Z, int p, double *theta, double *pooled, double *prior,
+                      int sweeps)
 {
     size_t n = d->n, k = 2 * (size_t)p + 1;
     size_t need = d->kind == NF_DEP_EQUI ? 2 * (size_t)d->n_blocks * p : n * (size_t)p + n;
@@ -1062,7 +1094,8 @@ int nf_dep_best_theta(const nf_dep *d, const nf_real *Z, int p, double *theta, i
         if (d->per_block) equi_best_per_block(&c, theta, c.acc + k, c.acc + 2 * k, sweeps);
         else theta[0] = best_logit(equi_profile, &c);
         if (d->pooled) {
-            const int rc = equi_pool(&c, theta, c.acc + k, c.acc + 2 * k);
+            memcpy(pooled, theta, (size_t)d->n_params * sizeof *pooled);
+            const int rc = equi_pool(&c, pooled, c.acc + k, prior);
             if (rc != NF_OK) {
                 free(w);
                 return rc;
@@ -1070,7 +1103,7 @@ int nf_dep_best_theta(const nf_dep *d, const nf_real *Z, int p, double *theta, i
         }
     }
     int ok = 1;
-    for (int j = 0; j < d->n_params; j++) ok &= isfinite(theta[j]);
+    for (int j = 0; j < d->n_params; j++) ok &= isfinite(theta[j]) && (!pooled || isfinite(pooled[j]));
     free(w);
     return ok ? NF_OK : nf_error(NF_ENONFINITE, "the best dependence parameters are not finite (non-finite latents)");
 }

@@ -151,6 +151,13 @@ int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, d
  * scatters widely; pooled, it leans toward what the other blocks say (dependent-sign, ten seeds:
  * mean error of blocks of ten or more points 0.049 against 0.054, bench/RESULTS.md). */
 int nf_dep_best_theta(const nf_dep *d, const nf_real *Z, int p, double *theta, int sweeps);
+/* Pooled per-block rho with the maximisers kept apart: the coordinate ascent starts from ml (read)
+ * and leaves its maximisers there, theta gets the pooled rho, and prior (2) the prior's (mu, s) on
+ * logit rho, whose EM starts there when s > 0 (prior may be NULL).  A trainer that keeps ml and prior
+ * between its updates starts each where the last one ended: from pooled values the ascent would
+ * spend its sweeps again (nf_dep_best_theta on a pooled structure starts from theta). */
+int nf_dep_best_theta_pooled(const nf_dep *d, const nf_real *Z, int p, double *ml, double *theta, double *prior,
+                             int sweeps);
 /* The full joint log p(Z) of the latents Z (n x p) of all points (no log|det J|): O(n p) for equi,
  * O(n^2 p) for kinship (through the rotated latents U^T Z). */
 int nf_dep_joint_log_prob(const nf_dep *d, const double *theta, const nf_real *Z, int p, double *logp);

@@ -17,6 +17,8 @@ typedef struct {
     int update_every;     /* learned: steps between the alternating updates of theta,
                              NF_DEP_UPDATE_DOUBLING (at steps 100, 200, 400, ...), or 0: by gradient */
     size_t sched_off;     /* update_every != 0: in S, the steps taken and the step of the next update */
+    size_t ml_off;        /* pooled per-block rho, updated: in S, the blocks' maximisers (n_params), then
+                             the pooling's prior (mu, s; s = 0 before the first update) */
     nf_dep_source src;    /* where the structure comes from; src.path "" if unknown */
     nf_real *logp;        /* (cap) evaluation buffer */
     int cap;
@@ -51,6 +53,7 @@ static void dependent_destroy(nf_model *m)
  * the fit was worse than an i.i.d. one (bench/RESULTS.md).  Latents, theta and the step count live in
  * the state store, so a checkpoint resumes the same sequence of updates. */
 static int alternating(const dep_state *st) { return st->learn && st->update_every != 0; }
+static int pooled_updates(const dep_state *st) { return alternating(st) && st->per_block == 2; }
 /* The step of the update after the one at `step` (0: the first): every update_every steps, except
  * that a rho (cheap to update) is updated ten times as often in the first 5 update_every steps: while
  * rho lags behind the data early on, the flow takes tight blocks into its marginal density instead of
@@ -88,7 +91,28 @@ static int build(nf_model *m, const char *spec, int dim, int ctx_dim, uint64_t s
         NF_TRY(nf_params_add(m->S, "dependence.update_schedule", 2, &st->sched_off));
         m->S->value[st->sched_off + 1] = (nf_real)next_update(st, 0);
     }
+    if (pooled_updates(st)) {
+        NF_TRY(nf_params_add(m->S, "dependence.rho_maximisers", (size_t)st->n_params + 2, &st->ml_off));
+        for (int k = 0; k < st->n_params; k++) m->S->value[st->ml_off + k] = (nf_real)theta0;
+    }
     return NF_OK;
+}
+
+/* The best theta for the latents z: with pooled per-block rho, the coordinate ascent goes on from
+ * the maximisers kept in S (and leaves its new ones there), theta gets the pooled rho. */
+static int best_theta_for(dep_state *st, nf_model *m, const nf_real *z, int p, double *theta, int sweeps)
+{
+    if (!pooled_updates(st)) return nf_dep_best_theta(st->dep, z, p, theta, sweeps);
+    const int np = st->n_params;
+    nf_real *kept = m->S->value + st->ml_off;
+    double *ml = malloc((size_t)np * sizeof *ml), prior[2] = {kept[np], kept[np + 1]};
+    if (!ml) return nf_error(NF_ENOMEM, "out of memory for %d maximisers", np);
+    for (int k = 0; k < np; k++) ml[k] = kept[k];
+    int rc = nf_dep_best_theta_pooled(st->dep, z, p, ml, theta, prior, sweeps);
+    for (int k = 0; rc == NF_OK && k < np; k++) kept[k] = (nf_real)ml[k];
+    if (rc == NF_OK) kept[np] = (nf_real)prior[0], kept[np + 1] = (nf_real)prior[1];
+    free(ml);
+    return rc;
 }
 
 /* Hand the structure to the base; a fixed or alternately updated lambda keeps the whole kinship
@@ -245,7 +269,7 @@ static void dependent_before_step(nf_model *m)
     if (!theta) return;
     nf_dep_theta(st->dep, u, old);
     memcpy(theta, old, (size_t)np * sizeof *theta);
-    if (nf_dep_best_theta(st->dep, z, p, theta, NF_DEP_UPDATE_SWEEPS) == NF_OK) {
+    if (best_theta_for(st, m, z, p, theta, NF_DEP_UPDATE_SWEEPS) == NF_OK) {
         for (int k = 0; k < np; k++)
             if (st->kind == NF_DEP_EQUI || fabs(theta[k] - old[k]) > NF_DEP_UPDATE_TOL)
                 u[k] = (nf_real)log(theta[k] / (1 - theta[k]));
@@ -461,7 +485,7 @@ static int dependent_train_end(nf_model *m, const nf_source *train)
     if (rc == NF_OK) rc = nf_dist_dependent_params(&m->flow->base, NULL, &u, NULL);
     if (rc == NF_OK) {
         nf_dep_theta(st->dep, u, theta);
-        rc = nf_dep_best_theta(st->dep, Z, p, theta, NF_DEP_FINAL_SWEEPS);
+        rc = best_theta_for(st, m, Z, p, theta, NF_DEP_FINAL_SWEEPS);
     }
     for (int k = 0; rc == NF_OK && k < np; k++) u[k] = (nf_real)log(theta[k] / (1 - theta[k]));
     free(theta);
