@@ -7,11 +7,14 @@
 #include "core/threads.h"
 #include "nn/nn.h"
 
-/* Above this many entries, elementwise loops are split over OpenMP threads. */
+/* Above this many entries, elementwise loops are split over threads. */
 #define NF_NN_PAR_MIN 32768
-/* Split an elementwise loop of n entries over OpenMP threads?  Not inside a part of a shared pass
- * or a parallel region, where it would only cost a team. */
+/* Split an elementwise loop of n entries over threads (the pool's ranges, nf_nn_ranges, or an OpenMP
+ * region)?  Not inside a part of a shared pass or a parallel region, where it would only cost a
+ * hand-off. */
 static inline int nf_nn_par(size_t n) { return n > NF_NN_PAR_MIN && !nf_threads_in_parallel(); }
+/* y += x (n entries; nn/transformer_block.c). */
+void nf_nn_add(nf_real *y, const nf_real *x, size_t n);
 /* nf_threads_ranges on the product threads when nf_nn_par(work), else on the caller alone. */
 static inline void nf_nn_ranges(size_t n, size_t align, size_t work, nf_range_fn *fn, void *arg)
 {

@@ -188,12 +188,6 @@ typedef struct embed_job {
     int n;             /* sequences */
 } embed_job;
 
-NF_SIMD_CLONES static void add_row(nf_real *y, const nf_real *x, int d)
-{
-#pragma omp simd
-    for (int i = 0; i < d; i++) y[i] += x[i];
-}
-
 /* Sequences b0..b1: h_{b,t} += pos_t (+ ce_b). */
 static void embed_range(void *arg, size_t b0, size_t b1)
 {
@@ -203,7 +197,7 @@ static void embed_range(void *arg, size_t b0, size_t b1)
         for (int t = 0; t < T; t++) {
             nf_real *h = j->h + (b * T + t) * d;
             add_pos(j->tf, j->P, h, t);
-            if (ctx) add_row(h, j->ce + b * d, d);
+            if (ctx) nf_nn_add(h, j->ce + b * d, (size_t)d);
         }
 }
 
@@ -216,7 +210,7 @@ static void pos_grad_range(void *arg, size_t s0, size_t s1)
     for (size_t s = s0; s < s1; s++) {
         nf_real *gp = j->P->grad + j->tf->pos + s * d;
         for (int b = 0; b < n; b++)
-            for (int t = (int)s; t < T; t += S) add_row(gp, j->e + ((size_t)b * T + t) * d, d);
+            for (int t = (int)s; t < T; t += S) nf_nn_add(gp, j->e + ((size_t)b * T + t) * d, (size_t)d);
     }
 }
 
@@ -228,7 +222,8 @@ static void time_grad_range(void *arg, size_t f0, size_t f1)
     for (size_t f = f0; f < f1; f++) {
         nf_real *gt = j->P->grad + j->tf->pos_time + f * d;
         for (int b = 0; b < n; b++)
-            for (int t = (int)f * S; t < (int)(f + 1) * S && t < T; t++) add_row(gt, j->e + ((size_t)b * T + t) * d, d);
+            for (int t = (int)f * S; t < (int)(f + 1) * S && t < T; t++)
+                nf_nn_add(gt, j->e + ((size_t)b * T + t) * d, (size_t)d);
     }
 }
 

@@ -17,32 +17,32 @@
 #include "core/simd.h"
 #include "nn/nn_internal.h"
 
-/* The residual sums y += x (n entries), split over the pool when large (each entry's sum the same
- * whichever part adds it). */
-typedef struct add_job {
-    nf_real *y;
-    const nf_real *x;
-    size_t n;
-} add_job;
-
-NF_SIMD_CLONES static void add_range(nf_real *y, const nf_real *x, size_t n)
+/* y += x (n entries), in the vector clones. */
+NF_SIMD_CLONES static void add_simd(nf_real *y, const nf_real *x, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-static void add_part(void *arg, int part, int nparts)
+void nf_nn_add(nf_real *y, const nf_real *x, size_t n) { add_simd(y, x, n); }
+
+/* The residual sums y += x (n entries), split over the pool when large (each entry's sum the same
+ * whichever range adds it). */
+typedef struct add_job {
+    nf_real *y;
+    const nf_real *x;
+} add_job;
+
+static void add_range(void *arg, size_t i0, size_t i1)
 {
     const add_job *j = arg;
-    const size_t i0 = j->n * part / nparts / 16 * 16, i1 = part + 1 == nparts ? j->n : j->n * (part + 1) / nparts / 16 * 16;
-    if (i0 < i1) add_range(j->y + i0, j->x + i0, i1 - i0);
+    add_simd(j->y + i0, j->x + i0, i1 - i0);
 }
 
 static void add_into(nf_real *y, const nf_real *x, size_t n)
 {
-    const int parts = nf_nn_par(n) ? nf_blas_get_threads() : 1;
-    add_job j = {y, x, n};
-    nf_threads_run(parts, parts > 1 ? parts : 1, add_part, &j);
+    add_job j = {y, x};
+    nf_nn_ranges(n, 16, n, add_range, &j);
 }
 
 int nf_tblock_init(nf_tblock *B, nf_params *P, const char *name, int d, int heads, int mlp_ratio, int qk_norm,
