@@ -945,7 +945,7 @@ static int equi_pool(profile_ctx *c, double *theta, double *rest, double *prior)
     int nb = 0;
     for (int b = 0; b < d->n_blocks; b++) nb += d->block_size[b] >= 2;
     if (nb < 2 || c->p > POOL_PMAX) return NF_OK; /* nothing to pool (or latents too wide: the maximisers) */
-    double *lik = malloc(((size_t)nb + 6) * POOL_N * sizeof *lik);
+    double *lik = malloc(((size_t)nb + 6) * POOL_N * sizeof *lik + (size_t)nb * sizeof(double)), *mlu;
     int *which = malloc((size_t)nb * sizeof *which);
     if (!lik || !which) {
         free(lik), free(which);
@@ -953,6 +953,7 @@ static int equi_pool(profile_ctx *c, double *theta, double *rest, double *prior)
     }
     double *u = lik + (size_t)nb * POOL_N, *u2 = u + POOL_N, *w = u2 + POOL_N, *rho = w + POOL_N, *inv1m = rho + POOL_N,
            *l1m = inv1m + POOL_N;
+    mlu = l1m + POOL_N; /* (nb) the blocks' maximisers, logit */
     for (int g = 0; g < POOL_N; g++) {
         u[g] = POOL_U0 + POOL_DU * g, u2[g] = u[g] * u[g], rho[g] = sigmoid(u[g]);
         inv1m[g] = 1 + exp(u[g]), l1m[g] = -log1p(exp(u[g])); /* 1 / (1 - rho), log(1 - rho) */
@@ -970,7 +971,7 @@ static int equi_pool(profile_ctx *c, double *theta, double *rest, double *prior)
     for (int b = 0, i = 0; b < d->n_blocks; b++) {
         if (d->block_size[b] < 2) continue;
         pool_likelihood(c, b, a2, off, rho, inv1m, l1m, lik + (size_t)i * POOL_N);
-        const double ub = log(theta[b] / (1 - theta[b]));
+        const double ub = mlu[i] = log(theta[b] / (1 - theta[b]));
         mu += ub, s2 += ub * ub;
         which[i++] = b;
     }
@@ -982,7 +983,8 @@ static int equi_pool(profile_ctx *c, double *theta, double *rest, double *prior)
         for (int i = 0; i < nb; i++) {
             double mom[3];
             pool_moments(lik + (size_t)i * POOL_N, w, u, u2, mom);
-            m1 += mom[1] / mom[0], m2 += mom[2] / mom[0];
+            if (mom[0] > 0) m1 += mom[1] / mom[0], m2 += mom[2] / mom[0];
+            else m1 += mlu[i], m2 += mlu[i] * mlu[i]; /* prior and likelihood apart beyond double's range */
         }
         const double nmu = m1 / nb, ns2 = fmax(m2 / nb - nmu * nmu, 1e-4);
         const double moved = fabs(nmu - mu) + fabs(sqrt(ns2) - sqrt(s2));
@@ -993,9 +995,9 @@ static int equi_pool(profile_ctx *c, double *theta, double *rest, double *prior)
     for (int g = 0; g < POOL_N; g++) w[g] = exp(-0.5 * (u[g] - mu) * (u[g] - mu) / s2);
     for (int i = 0; i < nb; i++) { /* posterior medians */
         const double *Lb = lik + (size_t)i * POOL_N;
-        double z = 0, cum = 0, at = u[0];
+        double z = 0, cum = 0, at = mlu[i];
         for (int g = 0; g < POOL_N; g++) z += Lb[g] * w[g];
-        for (int g = 0; g < POOL_N; g++) {
+        for (int g = 0; z > 0 && g < POOL_N; g++) {
             const double q = Lb[g] * w[g];
             if (cum + q >= 0.5 * z) { /* the median within grid cell g, its mass spread evenly over it */
                 at = u[g] + POOL_DU * ((0.5 * z - cum) / q - 0.5);
