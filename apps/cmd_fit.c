@@ -234,8 +234,8 @@ static int parse_args(int argc, char **argv, fit_args *a)
         return cli_usage_error(cmd, "no data file given (expected: nf fit DATA.h5 -o MODEL.h5, or --target NAME)");
     if (!a->out) return cli_usage_error(cmd, "no output file given (expected -o MODEL.h5)");
     if ((a->dep_flag_set || a->update_every_set) && !a->dependence)
-        return cli_usage_error(cmd, "--groups/--kinship/--rho/--lambda/--per-block-rho/--unpooled-rho/--learn-lambda/--update-every "
-                                    "need --dependence");
+        return cli_usage_error(cmd, "--groups/--kinship/--rho/--lambda/--per-block-rho/--unpooled-rho/"
+                                    "--learn-lambda/--update-every need --dependence");
     if (a->dependence) {
         int equi = !strcmp(a->dependence, "equi");
         if (!equi && strcmp(a->dependence, "kinship"))

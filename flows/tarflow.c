@@ -263,9 +263,8 @@ static int tarflow_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf
     (void)x, (void)y; /* the forward's tokens are in the workspace */
     tarflow_state *st = b->state;
     tf_ws w = split_ws(b, ws, n);
-    const int T = st->T, din = st->din, R = n * st->frames;
+    const int R = n * st->frames;
     gather(st, w.zt, dy, b->dim, n); /* dz tokens (zt is free after forward) */
-    (void)T, (void)din;
     affine_job j = {st, NULL, NULL, w.dxt, w.dout, w.xt, w.out, w.zt, dlogdet};
     nf_threads_ranges(split_rows(R, st) ? nf_blas_get_threads() : 1, (size_t)R, 1, affine_backward_range, &j);
     nf_transformer_backward_hidden(st->tf, b->P, w.tfws, w.dxt, dctx, w.dout, st->dh, w.xt, ctx, R);
