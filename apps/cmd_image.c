@@ -59,9 +59,8 @@ static const char *const FIT_HELP =
     "  --noise S            Gaussian noise augmentation (data scale 1 = 0..L)  [0; tarflow 0.05]\n"
     "dequantisation:\n"
     "  --dequant KIND       uniform|variational                                [uniform]\n"
-    "                       uniform: u ~ U(0,1)^D; variational: u from a learned q(u | x) (Flow++), a\n"
-    "                       conditional coupling flow that sees the clean image, trained with the\n"
-    "                       flow; every bits/dim is then the variational bound\n"
+    "                       variational: u from a learned q(u | x) (Flow++), a conditional coupling\n"
+    "                       flow trained with the flow; bits/dim are then the variational bound\n"
     "  --dequant-layers N   variational: couplings of the dequantiser          [4]\n"
     "  --dequant-hidden N   variational: channels of their conditioners        [16]\n"
     "alignment (reverse representation alignment, R-REPA; tarflow, data with classes):\n"
@@ -76,6 +75,8 @@ static const char *const FIT_HELP =
     "training:\n"
     "  --steps N            optimizer steps                                   [2000]\n"
     "  --batch N            images per step                                   [64]\n"
+    "  --micro-batch N      images per forward+backward pass (kept in cache; threads take whole\n"
+    "                       ones; same result at any --threads); 0 = ~1,024 values' worth [0]\n"
     "  --lr X               learning rate (Adam, cosine schedule)             [1e-3]\n"
     "  --clip X             gradient-norm clip; 0 = off                       [50]\n"
     "  --ema D              validate and keep a moving average of the weights\n"
@@ -233,6 +234,7 @@ static int cmd_fit(int argc, char **argv)
         {.name = "--dequant", .kind = FLAG_CHOICE, .dst = &dequant, .choices = DEQUANT},
         {.name = "--dequant-layers", .kind = FLAG_INT, .dst = &mc.dequant_layers, .lo = 1, .hi = 16},
         {.name = "--dequant-hidden", .kind = FLAG_INT, .dst = &mc.dequant_hidden, .lo = 1, .hi = 1024},
+        {.name = "--micro-batch", .kind = FLAG_INT, .dst = &mc.micro_batch, .lo = 0, .hi = 65536},
         {.name = "--align", .kind = FLAG_BOOL, .dst = &align},
         {.name = "--align-weight", .kind = FLAG_DOUBLE, .dst = &align_weight, .lo = 0, .hi = 100},
         {.name = "--align-layers", .kind = FLAG_STRING, .dst = &align_layers},

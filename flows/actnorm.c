@@ -187,6 +187,13 @@ static int actnorm_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, 
     return NF_OK;
 }
 
+/* Until its start from the first training batch (or init_data), that batch's statistics. */
+static int actnorm_batch_coupled(const nf_bijector *b)
+{
+    const actnorm_state *st = b->state;
+    return b->S->value[st->init] == 0;
+}
+
 const nf_bijector_type nf_bijector_actnorm = {
     .name = "actnorm",
     .options_help = "(no options) y = (x - loc) e^{log_scale}, initialised from the first training batch",
@@ -198,4 +205,5 @@ const nf_bijector_type nf_bijector_actnorm = {
     .backward = actnorm_backward,
     .inverse_backward = actnorm_inverse_backward,
     .init_data = actnorm_init_data,
+    .batch_coupled = actnorm_batch_coupled,
 };

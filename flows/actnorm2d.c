@@ -244,6 +244,13 @@ static int actnorm2d_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx
     return NF_OK;
 }
 
+/* Until its start from the first training batch (or init_data), that batch's statistics. */
+static int actnorm2d_batch_coupled(const nf_bijector *b)
+{
+    const actnorm2d_state *st = b->state;
+    return b->S->value[st->init] == 0;
+}
+
 const nf_bijector_type nf_bijector_actnorm2d = {
     .name = "actnorm2d",
     .options_help = "h=1 w=1 c=D/(h*w): per-channel y = (x - loc_k) e^{log_scale_k} on the image in the first h*w*c "
@@ -256,4 +263,5 @@ const nf_bijector_type nf_bijector_actnorm2d = {
     .backward = actnorm2d_backward,
     .inverse_backward = actnorm2d_inverse_backward,
     .init_data = actnorm2d_init_data,
+    .batch_coupled = actnorm2d_batch_coupled,
 };

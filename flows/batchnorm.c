@@ -224,6 +224,9 @@ static int batchnorm_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx
     return NF_OK;
 }
 
+/* Training passes normalise by the batch's own mean and variance. */
+static int batchnorm_batch_coupled(const nf_bijector *b) { return b->training; }
+
 const nf_bijector_type nf_bijector_batchnorm = {
     .name = "batchnorm",
     .options_help = "momentum=0.1 eps=1e-5 (batch statistics in training mode, running averages otherwise)",
@@ -235,4 +238,5 @@ const nf_bijector_type nf_bijector_batchnorm = {
     .backward = batchnorm_backward,
     .inverse_backward = batchnorm_inverse_backward,
     .init_data = NULL,
+    .batch_coupled = batchnorm_batch_coupled,
 };

@@ -87,6 +87,10 @@ struct nf_bijector_type {
                             int n, nf_real *ws);
     /* Optional: set data-dependent state from a sample of its inputs (standardize); NULL if none. */
     int (*init_data)(nf_bijector *b, const nf_real *x, int n);
+    /* Optional: 1 while its next training forward pass couples the rows of the batch (batch
+     * statistics; ActNorm's start from the first batch still to come), so the batch may not be split
+     * (nf_flow_rows_independent); NULL: never. */
+    int (*batch_coupled)(const nf_bijector *b);
 };
 
 /* Build an instance of `type` for dimension dim and context width ctx_dim from "k=v,..." options.

@@ -79,6 +79,47 @@ int nf_flow_build(nf_flow **out, const char *spec_text, int dim, int ctx_dim, ui
     return NF_OK;
 }
 
+/* Slice k of r's store is slice k of f's: the same name, offset and size. */
+static int same_slices(const nf_params *r, const nf_params *f)
+{
+    if (r->n > f->n || r->nslices > f->nslices) return 0;
+    for (size_t k = 0; k < r->nslices; k++)
+        if (strcmp(r->slices[k].name, f->slices[k].name) || r->slices[k].offset != f->slices[k].offset ||
+            r->slices[k].size != f->slices[k].size)
+            return 0;
+    return 1;
+}
+
+int nf_flow_replica(nf_flow **out, const nf_flow *f)
+{
+    *out = NULL;
+    nf_flow *r;
+    NF_TRY(nf_flow_build(&r, f->spec, f->dim, f->ctx_dim, f->seed, NULL, NULL, f->prefix));
+    if (!same_slices(r->P, f->P) || !same_slices(r->S, f->S)) {
+        nf_flow_free(r);
+        return nf_error(NF_EINVAL, "a replica of flow '%s' needs its stores to begin with the flow's slices", f->spec);
+    }
+    free(r->P->value), free(r->S->value); /* the replica's own initial values: f's are used */
+    r->borrows = 1;
+    nf_flow_replica_sync(r, f);
+    for (int i = 0; i < r->nb; i++) r->b[i].training = f->nb > i ? f->b[i].training : 0;
+    *out = r;
+    return NF_OK;
+}
+
+void nf_flow_replica_sync(nf_flow *r, const nf_flow *f)
+{
+    r->P->value = f->P->value;
+    r->S->value = f->S->value;
+}
+
+int nf_flow_rows_independent(const nf_flow *f)
+{
+    for (int i = 0; i < f->nb; i++)
+        if (f->b[i].type->batch_coupled && f->b[i].type->batch_coupled(&f->b[i])) return 0;
+    return !f->base.type || !f->base.type->prepare;
+}
+
 void nf_flow_free(nf_flow *f)
 {
     if (!f) return;
@@ -86,6 +127,7 @@ void nf_flow_free(nf_flow *f)
     if (f->base.type) nf_dist_destroy(&f->base);
     free(f->b);
     free(f->spec);
+    if (f->borrows) f->P->value = f->S->value = NULL; /* another flow's (nf_flow_replica) */
     if (f->owns_params) {
         nf_params_free(f->P);
         nf_params_free(f->S);

@@ -45,6 +45,7 @@ typedef struct nf_flow {
     size_t *ws_off;        /* (nb + 1) */
     const nf_real *last_ctx;
     const size_t *last_idx;
+    int borrows;           /* 1: a replica (nf_flow_replica): P->value and S->value are another flow's */
 } nf_flow;
 
 /* A flow with its own parameter store. */
@@ -54,6 +55,19 @@ int nf_flow_create(nf_flow **f, const char *spec, int dim, int ctx_dim, uint64_t
 int nf_flow_build(nf_flow **f, const char *spec, int dim, int ctx_dim, uint64_t seed, nf_params *P, nf_params *S,
                   const char *prefix);
 void nf_flow_free(nf_flow *f);
+/* A replica of f for passes that run beside f's own (micro-batches of one training batch on several
+ * threads): the same bijectors and base with a workspace of their own, whose stores borrow f's values
+ * (trainable and state) and keep gradients of their own, so a replica's nf_flow_backward leaves f's
+ * P->grad alone.  f's stores must hold f's slices first, at the same offsets as a flow built alone
+ * (a flow's own stores, or a model's that begins with the flow).  nf_flow_replica_sync re-points the
+ * borrowed values at f's arrays (call it before each use: adding slices to f's stores may move them);
+ * the replica must be freed before f's stores. */
+int nf_flow_replica(nf_flow **out, const nf_flow *f);
+void nf_flow_replica_sync(nf_flow *r, const nf_flow *f);
+/* 1 if each row's log-density depends on that row alone in a training pass now, so a batch may run
+ * in micro-batches: no bijector that couples the batch's rows (batchnorm; an ActNorm not yet
+ * started) and a base without a batch-level density (the dependent base). */
+int nf_flow_rows_independent(const nf_flow *f);
 void nf_flow_set_training(nf_flow *f, int training);
 void nf_flow_set_invert(nf_flow *f, nf_invert_method method, double tol, int max_sweeps);
 /* Jacobi over blocks of `block` positions, one block after another with the earlier ones cached

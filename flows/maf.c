@@ -308,11 +308,11 @@ static int iaf_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, cons
 const nf_bijector_type nf_bijector_maf = {
     "maf",
     "clamp=3 " NF_AR_OPTIONS_HELP " (forward one pass; inverse sequential/Jacobi)",
-    maf_create, maf_destroy, maf_workspace, maf_forward, maf_inverse, maf_backward, maf_inverse_backward, NULL,
+    maf_create, maf_destroy, maf_workspace, maf_forward, maf_inverse, maf_backward, maf_inverse_backward, NULL, NULL,
 };
 
 const nf_bijector_type nf_bijector_iaf = {
     "iaf",
     "clamp=3 " NF_AR_OPTIONS_HELP " (inverse one pass; forward sequential/Jacobi)",
-    maf_create, maf_destroy, maf_workspace, iaf_forward, iaf_inverse, iaf_backward, iaf_inverse_backward, NULL,
+    maf_create, maf_destroy, maf_workspace, iaf_forward, iaf_inverse, iaf_backward, iaf_inverse_backward, NULL, NULL,
 };

@@ -160,12 +160,12 @@ const nf_bijector_type nf_bijector_spline_ar = {
     "spline-ar",
     "bins=8 tail=3 " NF_AR_OPTIONS_HELP " (forward one pass; inverse sequential/Jacobi)",
     spline_ar_create, spline_ar_destroy, spline_ar_workspace, sar_forward, sar_inverse, sar_backward,
-    sar_inverse_backward, NULL,
+    sar_inverse_backward, NULL, NULL,
 };
 
 const nf_bijector_type nf_bijector_spline_iaf = {
     "spline-iaf",
     "bins=8 tail=3 " NF_AR_OPTIONS_HELP " (inverse one pass; forward sequential/Jacobi)",
     spline_ar_create, spline_ar_destroy, spline_ar_workspace, siaf_forward, siaf_inverse, siaf_backward,
-    siaf_inverse_backward, NULL,
+    siaf_inverse_backward, NULL, NULL,
 };

@@ -174,5 +174,5 @@ static int sc_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const
 const nf_bijector_type nf_bijector_spline_coupling = {
     "spline-coupling",
     "bins=8 tail=3 " NF_COUPLING_OPTIONS_HELP " (residual defaults to 1)",
-    sc_create, sc_destroy, sc_workspace, sc_forward, sc_inverse, sc_backward, sc_inverse_backward, NULL,
+    sc_create, sc_destroy, sc_workspace, sc_forward, sc_inverse, sc_backward, sc_inverse_backward, NULL, NULL,
 };

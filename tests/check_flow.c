@@ -372,6 +372,61 @@ START_TEST(flows_share_one_store)
 }
 END_TEST
 
+/* A replica (nf_flow_replica) computes with its flow's values, follows them when they change,
+ * keeps its gradient apart from the flow's, and is refused for a flow whose store does not begin
+ * with the flow's slices; nf_flow_rows_independent sees an ActNorm not yet started and batchnorm. */
+START_TEST(replicas_borrow_values_and_keep_their_gradients)
+{
+    const char *spec = "actnorm, affine-coupling(hidden=8), permute(order=reverse), maf(hidden=8); base=diag-normal";
+    nf_flow *f, *r;
+    ck_assert_int_eq(nf_flow_create(&f, spec, 3, 2, 5), NF_OK);
+    nf_flow_set_training(f, 1);
+    nf_real x[6 * 3], ctx[6 * 2], lf[6], lr[6], dl[6];
+    nf_test_fill_normal(x, 18, 1.3, 7);
+    nf_test_fill_normal(ctx, 12, 0.5, 8);
+    ck_assert(!nf_flow_rows_independent(f)); /* ActNorm starts from its first training batch */
+    ck_assert_int_eq(nf_flow_log_prob(f, lf, x, ctx, NULL, 6), NF_OK);
+    ck_assert(nf_flow_rows_independent(f));
+    randomize(f, 0.3, 9);
+    ck_assert_int_eq(nf_flow_replica(&r, f), NF_OK);
+    ck_assert(r->P->value == f->P->value && r->S->value == f->S->value && r->P->grad != f->P->grad);
+    nf_flow_set_training(r, 1);
+    for (int i = 0; i < 6; i++) dl[i] = (nf_real)(0.1 * (i + 1));
+    nf_params_zero_grad(f->P);
+    nf_params_zero_grad(r->P);
+    ck_assert_int_eq(nf_flow_log_prob(r, lr, x, ctx, NULL, 6), NF_OK);
+    ck_assert_int_eq(nf_flow_backward(r, dl, NULL, NULL), NF_OK);
+    for (size_t i = 0; i < f->P->n; i++) ck_assert(f->P->grad[i] == 0);
+    ck_assert_int_eq(nf_flow_log_prob(f, lf, x, ctx, NULL, 6), NF_OK);
+    ck_assert_int_eq(nf_flow_backward(f, dl, NULL, NULL), NF_OK);
+    ck_assert(memcmp(lf, lr, sizeof lf) == 0);
+    ck_assert(memcmp(f->P->grad, r->P->grad, f->P->n * sizeof(nf_real)) == 0);
+    /* new values of the flow (as an optimizer step writes them) are the replica's */
+    for (size_t i = 0; i < f->P->n; i++) f->P->value[i] *= (nf_real)0.9;
+    ck_assert_int_eq(nf_flow_log_prob(f, lf, x, ctx, NULL, 6), NF_OK);
+    ck_assert_int_eq(nf_flow_log_prob(r, lr, x, ctx, NULL, 6), NF_OK);
+    ck_assert(memcmp(lf, lr, sizeof lf) == 0);
+    nf_flow_free(r);
+    ck_assert_int_eq(nf_flow_log_prob(f, lf, x, ctx, NULL, 6), NF_OK); /* the flow's values outlive it */
+    /* a store that begins with another component's slices */
+    nf_params *P = nf_params_alloc(), *S = nf_params_alloc();
+    size_t off;
+    ck_assert_int_eq(nf_params_add(P, "other.w", 4, &off), NF_OK);
+    nf_flow *g;
+    ck_assert_int_eq(nf_flow_build(&g, spec, 3, 2, 5, P, S, "m."), NF_OK);
+    ck_assert_int_eq(nf_flow_replica(&r, g), NF_EINVAL);
+    nf_flow_free(g);
+    nf_params_free(P), nf_params_free(S);
+    nf_flow_free(f);
+    ck_assert_int_eq(nf_flow_create(&g, "batchnorm, affine-coupling(hidden=4)", 2, 0, 1), NF_OK);
+    nf_flow_set_training(g, 1);
+    ck_assert(!nf_flow_rows_independent(g));
+    nf_flow_set_training(g, 0);
+    ck_assert(nf_flow_rows_independent(g));
+    nf_flow_free(g);
+}
+END_TEST
+
 /* 1-D conditional flows: log-survival equals log of the integral of the density beyond x
  * (GSL quadrature), and its gradients match finite differences (double build). */
 typedef struct {
@@ -475,6 +530,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, spec_errors_point_at_the_bad_part);
     tcase_add_test(tc, flows_share_one_store);
+    tcase_add_test(tc, replicas_borrow_values_and_keep_their_gradients);
     tcase_add_test(tc, survival_of_1d_flows);
     tcase_add_test(tc, repeat_expands);
     tcase_add_test(tc, every_preset_builds_and_runs);

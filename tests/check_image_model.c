@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/blas.h"
 #include "tests/testutil.h"
 #include "training/model_file.h"
 #include "training/model_image.h"
@@ -113,6 +114,7 @@ START_TEST(loss_gradient_matches_finite_differences)
     nf_image_config_init(&c);
     c.h = 2, c.w = 2, c.c = 2, c.levels = 7, c.classes = 3, c.arch = NF_IMAGE_SPEC, c.noise = 0.03, c.label_drop = 0.3;
     snprintf(c.spec, sizeof c.spec, "affine-coupling(hidden=6), actnorm, affine-coupling(hidden=6,flip=1)");
+    c.micro_batch = 2; /* micro-batches of 2, 2 and 1 images (after the first call, which starts ActNorm) */
     nf_model *m;
     ck_assert_msg(nf_model_image_create(&m, &c) == NF_OK, "%s", nf_strerror_last());
     enum { N = 5, D = 8, K = 3 };
@@ -160,6 +162,70 @@ START_TEST(loss_gradient_matches_finite_differences)
     nf_rng_free(r);
     nf_model_free(m);
 #endif
+}
+END_TEST
+
+/* The loss of one training batch and its gradient, after a first call (which starts ActNorm). */
+static void micro_loss(nf_image_arch arch, int micro, int threads, double *loss, nf_real **grad, size_t *np)
+{
+    nf_image_config c;
+    nf_image_config_init(&c);
+    c.h = 4, c.w = 4, c.c = 1, c.levels = 5, c.arch = arch, c.micro_batch = micro, c.noise = 0.05;
+    c.scales = 1, c.steps = 2, c.hidden = 8, c.width = 16, c.heads = 2, c.layers = 1, c.blocks = 2;
+    nf_model *m;
+    ck_assert_msg(nf_model_image_create(&m, &c) == NF_OK, "%s", nf_strerror_last());
+    enum { N = 11, D = 16 };
+    nf_real x[N * D];
+    size_t idx[N];
+    nf_rng *r = nf_rng_alloc(3, 0);
+    for (int i = 0; i < N; i++) {
+        idx[i] = (size_t)(7 * i);
+        for (int k = 0; k < D; k++) x[i * D + k] = (nf_real)nf_rng_index(r, 5);
+    }
+    for (size_t j = 0; j < m->P->n; j++) m->P->value[j] += 0.1 * (nf_rng_uniform(r) - 0.5);
+    nf_rng_free(r);
+    nf_batch b = {.n = N, .idx = idx, .dim = D, .x = x};
+    const int saved = nf_blas_get_threads();
+    nf_blas_set_threads(threads);
+    nf_model_set_training(m, 1);
+    for (int call = 0; call < 3; call++) { /* the last two through the micro-batches */
+        nf_params_zero_grad(m->P);
+        ck_assert_msg(m->type->loss(m, &b, NULL, loss) == NF_OK, "%s", nf_strerror_last());
+    }
+    nf_blas_set_threads(saved);
+    *np = m->P->n;
+    *grad = malloc(*np * sizeof **grad);
+    memcpy(*grad, m->P->grad, *np * sizeof **grad);
+    nf_model_free(m);
+}
+
+/* Micro-batches (training/model_image.c): a batch of 11 images in micro-batches of 2 (six of them,
+ * over four accumulators) gives the loss and gradient of the batch in one (micro-batch 11) up to
+ * float rounding, and the same numbers to the bit at one, two and three threads. */
+START_TEST(micro_batches_give_the_batch_gradient_at_any_thread_count)
+{
+    const nf_image_arch archs[] = {NF_IMAGE_TARFLOW, NF_IMAGE_GLOW};
+    for (int a = 0; a < 2; a++) {
+        double whole, l1, l2, l3;
+        nf_real *g_whole, *g1, *g2, *g3;
+        size_t n, n1, n2, n3;
+        micro_loss(archs[a], 11, 1, &whole, &g_whole, &n);
+        micro_loss(archs[a], 2, 1, &l1, &g1, &n1);
+        micro_loss(archs[a], 2, 2, &l2, &g2, &n2);
+        micro_loss(archs[a], 2, 3, &l3, &g3, &n3);
+        ck_assert(n1 == n && n2 == n && n3 == n);
+        ck_assert_msg(l1 == l2 && l1 == l3 && !memcmp(g1, g2, n * sizeof *g1) && !memcmp(g1, g3, n * sizeof *g1),
+                      "%s: micro-batches give other numbers at another thread count", nf_image_arch_name(archs[a]));
+        const double tol = sizeof(nf_real) == 8 ? 1e-10 : 2e-4;
+        ck_assert_msg(fabs(l1 - whole) <= tol * fabs(whole), "%s: loss %.9g in micro-batches, %.9g whole",
+                      nf_image_arch_name(archs[a]), l1, whole);
+        double scale = 0, worst = 0;
+        for (size_t j = 0; j < n; j++) scale = fmax(scale, fabs(g_whole[j]));
+        for (size_t j = 0; j < n; j++) worst = fmax(worst, fabs(g1[j] - g_whole[j]));
+        ck_assert_msg(scale > 0 && worst <= tol * scale, "%s: gradient differs by %g (largest entry %g)",
+                      nf_image_arch_name(archs[a]), worst, scale);
+        free(g_whole), free(g1), free(g2), free(g3);
+    }
 }
 END_TEST
 
@@ -549,6 +615,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, dequantised_bits_per_dim_match_the_closed_form);
     tcase_add_test(tc, loss_gradient_matches_finite_differences);
+    tcase_add_test(tc, micro_batches_give_the_batch_gradient_at_any_thread_count);
     tcase_add_test(tc, architectures_build_invert_and_round_trip);
     tcase_add_test(tc, likelihood_classifier_separates_trained_classes);
     tcase_add_test(tc, class_prior_counts_training_images_and_round_trips);

@@ -139,6 +139,8 @@ int nf_image_config_check(const nf_image_config *c)
         return nf_error(NF_EINVAL, "image levels %d: expected 2..65536 grey levels", c->levels);
     if (c->classes < 0 || c->classes > 100000) return nf_error(NF_EINVAL, "classes %d: expected 0..100000", c->classes);
     if (!(c->noise >= 0 && c->noise <= 1)) return nf_error(NF_EINVAL, "noise %g: expected 0..1", c->noise);
+    if (c->micro_batch < 0 || c->micro_batch > 65536)
+        return nf_error(NF_EINVAL, "micro-batch %d: expected 0 (automatic) or 1..65536 images", c->micro_batch);
     if (!(c->label_drop >= 0 && c->label_drop < 1))
         return nf_error(NF_EINVAL, "label drop %g: expected a probability in [0, 1)", c->label_drop);
     NF_TRY(align_check(c));

@@ -100,6 +100,8 @@ typedef struct nf_image_config {
     nf_image_dequant_kind dequant; /* uniform (default) or variational (a learned q(u | x)) */
     int dequant_layers;   /* variational: couplings of the dequantiser (4) */
     int dequant_hidden;   /* variational: channels of their conditioners (16) */
+    int micro_batch;      /* images per forward and backward pass of a training batch (0: about 1,024
+                             values' worth; training/model_image.c, micro-batches) */
 } nf_image_config;
 
 /* nf_model_image_vdequant: the same kind ("image" in files) with variational dequantisation. */
