@@ -46,6 +46,8 @@ int nf_flow_build(nf_flow **out, const char *spec_text, int dim, int ctx_dim, ui
         f->owns_params = P == NULL;
         f->P = P ? P : nf_params_alloc();
         f->S = S ? S : nf_params_alloc();
+        f->p_first = P ? P->n : 0;
+        f->s_first = S ? S->n : 0;
         snprintf(f->prefix, sizeof f->prefix, "%s", prefix);
         f->b = nf_calloc(spec.n ? (size_t)spec.n : 1, sizeof(nf_bijector), "flow bijectors");
         if (!f->spec || !f->P || !f->S || !f->b) rc = nf_error(NF_ENOMEM, "out of memory creating a flow");
@@ -90,9 +92,13 @@ static int same_slices(const nf_params *r, const nf_params *f)
     return 1;
 }
 
+int nf_flow_replicable(const nf_flow *f) { return f->p_first == 0 && f->s_first == 0; }
+
 int nf_flow_replica(nf_flow **out, const nf_flow *f)
 {
     *out = NULL;
+    if (!nf_flow_replicable(f))
+        return nf_error(NF_EINVAL, "a replica of flow '%s' needs its stores to begin with the flow's slices", f->spec);
     nf_flow *r;
     NF_TRY(nf_flow_build(&r, f->spec, f->dim, f->ctx_dim, f->seed, NULL, NULL, f->prefix));
     if (!same_slices(r->P, f->P) || !same_slices(r->S, f->S)) {

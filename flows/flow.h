@@ -46,6 +46,7 @@ typedef struct nf_flow {
     const nf_real *last_ctx;
     const size_t *last_idx;
     int borrows;           /* 1: a replica (nf_flow_replica): P->value and S->value are another flow's */
+    size_t p_first, s_first; /* entries of P and S before the flow's own when it was built */
 } nf_flow;
 
 /* A flow with its own parameter store. */
@@ -63,6 +64,8 @@ void nf_flow_free(nf_flow *f);
  * borrowed values at f's arrays (call it before each use: adding slices to f's stores may move them);
  * the replica must be freed before f's stores. */
 int nf_flow_replica(nf_flow **out, const nf_flow *f);
+/* 1 if f can have replicas: it was built into stores that were empty then. */
+int nf_flow_replicable(const nf_flow *f);
 void nf_flow_replica_sync(nf_flow *r, const nf_flow *f);
 /* 1 if each row's log-density depends on that row alone in a training pass now, so a batch may run
  * in micro-batches: no bijector that couples the batch's rows (batchnorm; an ActNorm not yet

@@ -373,8 +373,8 @@ START_TEST(flows_share_one_store)
 END_TEST
 
 /* A replica (nf_flow_replica) computes with its flow's values, follows them when they change,
- * keeps its gradient apart from the flow's, and is refused for a flow whose store does not begin
- * with the flow's slices; nf_flow_rows_independent sees an ActNorm not yet started and batchnorm. */
+ * keeps its gradient apart from the flow's, and is refused for a flow whose stores held other
+ * entries before its own (nf_flow_replicable); nf_flow_rows_independent sees an ActNorm not yet started and batchnorm. */
 START_TEST(replicas_borrow_values_and_keep_their_gradients)
 {
     const char *spec = "actnorm, affine-coupling(hidden=8), permute(order=reverse), maf(hidden=8); base=diag-normal";
@@ -414,6 +414,7 @@ START_TEST(replicas_borrow_values_and_keep_their_gradients)
     ck_assert_int_eq(nf_params_add(P, "other.w", 4, &off), NF_OK);
     nf_flow *g;
     ck_assert_int_eq(nf_flow_build(&g, spec, 3, 2, 5, P, S, "m."), NF_OK);
+    ck_assert(nf_flow_replicable(f) && !nf_flow_replicable(g));
     ck_assert_int_eq(nf_flow_replica(&r, g), NF_EINVAL);
     nf_flow_free(g);
     nf_params_free(P), nf_params_free(S);

@@ -7,24 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
-#include "core/blas.h"
 #include "core/error.h"
-#include "core/threads.h"
 #include "training/image_align.h"
 #include "training/image_dequant.h"
 #include "training/keyed_noise.h"
+#include "training/micro_batch.h"
 
 #define LN2 0.69314718055994530942
 
 /* ---- state and buffers ---------------------------------------------------------------------- */
-
-/* Gradient accumulators of a batch's micro-batches, and so the most threads they use (see
- * micro-batches below). */
-enum { NF_IMAGE_ACCUMULATORS = 4 };
 
 typedef struct {
     nf_image_config cfg;
@@ -45,8 +37,7 @@ typedef struct {
     size_t enc_count;    /* stage "encoder" trains P[0, enc_count) */
     size_t s_draws;      /* offset in S of the count of training losses: the key of their noise */
     int64_t *class_counts; /* (classes) training images per class, the classifier's prior; NULL: unknown */
-    nf_flow *rep[NF_IMAGE_ACCUMULATORS]; /* replicas of the flow, one a thread, for micro-batches */
-    nf_real *acc;        /* (NF_IMAGE_ACCUMULATORS, the flow's P->n) their gradient accumulators */
+    nf_micro_batches micro; /* training batches in micro-batches (training/micro_batch.h) */
 } image_state;
 
 static void free_buffers(image_state *st)
@@ -267,98 +258,6 @@ static int encoder_pass(nf_model *m, const nf_batch *b, int grad, double *ce, do
     return nf_image_align_encoder_loss(&st->al, m->P, st->y0, st->cls, b->n, grad, ce, loss);
 }
 
-/* ---- micro-batches --------------------------------------------------------------------------------
- * A training batch goes through the flow in micro-batches of a few images (about 1,024 values each
- * unless --micro-batch says), each forward pass followed at once by its backward pass: the activations
- * of a pass (a transformer layer's, a coupling's) then stay in the core's cache for the next instead
- * of going out to memory and back, which a whole batch's do (bench/RESULTS.md: a one-thread TarFlow
- * step on 16 x 16 shapes about 1.2x faster than the batch of 64 in one pass).  The gradient is the
- * same sum over the batch's images; only the order of its float additions differs, and that order is
- * fixed: micro-batch k adds into accumulator k mod NF_IMAGE_ACCUMULATORS, each accumulator takes its
- * micro-batches in order, and the flow's gradient is the accumulators' sum in order - the same
- * numbers at any thread count.  Each thread runs whole accumulators on a replica of the flow of its
- * own (nf_flow_replica: the flow's values, a workspace of its own, its gradient pointed at the
- * accumulator in hand), so threads work through whole passes without waiting on each other between
- * layers.  Used where each image's loss depends on that image alone (uniform dequantisation, no
- * alignment, a flow of per-row bijectors); other models run the batch whole. */
-
-static int micro_size(const image_state *st, int n)
-{
-    int c = st->cfg.micro_batch > 0 ? st->cfg.micro_batch : 1024 / st->D;
-    return c < 1 ? 1 : c > n ? n : c;
-}
-
-typedef struct {
-    nf_model *m;
-    const nf_real *ctx;
-    const size_t *idx;
-    int n, chunk, accs, workers;
-    int rc[NF_IMAGE_ACCUMULATORS];
-    char msg[NF_IMAGE_ACCUMULATORS][256];
-} micro_job;
-
-/* Worker w on replica w: accumulators w, w + workers, ..., each zeroed, then forward and backward of
- * its micro-batches k = a, a + NF_IMAGE_ACCUMULATORS, ... in turn. */
-static void micro_part(void *arg, int w, int nparts)
-{
-    (void)nparts;
-    micro_job *J = arg;
-    image_state *st = J->m->state;
-    nf_flow *f = st->rep[w];
-    const int D = st->D, K = st->cfg.classes;
-    const size_t np = f->P->n;
-    nf_real *own = f->P->grad;
-#ifdef _OPENMP
-    const int omp_threads = omp_get_max_threads();
-    omp_set_num_threads(1); /* a part is one thread's work: no OpenMP team of its own */
-#endif
-    nf_flow_replica_sync(f, J->m->flow);
-    int rc = NF_OK;
-    for (int a = w; rc == NF_OK && a < J->accs; a += J->workers) {
-        f->P->grad = st->acc + (size_t)a * np;
-        memset(f->P->grad, 0, np * sizeof *f->P->grad);
-        for (int o = a * J->chunk; rc == NF_OK && o < J->n; o += NF_IMAGE_ACCUMULATORS * J->chunk) {
-            const int c = J->n - o < J->chunk ? J->n - o : J->chunk;
-            rc = nf_flow_log_prob(f, st->logp + o, st->y + (size_t)o * D, J->ctx ? J->ctx + (size_t)o * K : NULL,
-                                  J->idx ? J->idx + o : NULL, c);
-            if (rc == NF_OK) rc = nf_flow_backward(f, st->dlogp + o, NULL, NULL);
-        }
-    }
-    f->P->grad = own;
-#ifdef _OPENMP
-    omp_set_num_threads(omp_threads);
-#endif
-    J->rc[w] = rc;
-    if (rc != NF_OK) snprintf(J->msg[w], sizeof J->msg[w], "%s", nf_strerror_last());
-}
-
-/* The flow's log-densities of the batch's n images (st->y, ctx) into st->logp and its gradient for
- * st->dlogp added into the flow's P->grad, in micro-batches of `chunk` images. */
-static int micro_batches(nf_model *m, const nf_real *ctx, const size_t *idx, int n, int chunk)
-{
-    image_state *st = m->state;
-    const int chunks = (n + chunk - 1) / chunk;
-    const int accs = chunks < NF_IMAGE_ACCUMULATORS ? chunks : NF_IMAGE_ACCUMULATORS;
-    const int threads = nf_blas_get_threads(), workers = threads < accs ? threads : accs;
-    const size_t np = m->flow->P->n;
-    if (!st->acc && !(st->acc = malloc(NF_IMAGE_ACCUMULATORS * np * sizeof *st->acc)))
-        return nf_error(NF_ENOMEM, "out of memory for the gradients of %d micro-batches", NF_IMAGE_ACCUMULATORS);
-    for (int w = 0; w < workers; w++) {
-        if (!st->rep[w]) NF_TRY(nf_flow_replica(&st->rep[w], m->flow));
-        nf_flow_set_training(st->rep[w], 1);
-    }
-    micro_job J = {.m = m, .ctx = ctx, .idx = idx, .n = n, .chunk = chunk, .accs = accs, .workers = workers};
-    nf_threads_run(threads, workers, micro_part, &J);
-    for (int w = 0; w < workers; w++)
-        if (J.rc[w] != NF_OK) return nf_error(J.rc[w], "%s", J.msg[w]);
-    nf_real *g = m->flow->P->grad;
-    for (int a = 0; a < accs; a++) {
-        const nf_real *ga = st->acc + (size_t)a * np;
-        for (size_t k = 0; k < np; k++) g[k] += ga[k];
-    }
-    return NF_OK;
-}
-
 /* ---- the kind ---------------------------------------------------------------------------------- */
 
 /* loss = mean_i bpd_i over the batch, with fresh dequantisation (and noise augmentation) draws:
@@ -387,7 +286,9 @@ static int image_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
     }
     for (int i = 0; i < n; i++) st->dlogp[i] = (nf_real)(-1.0 / (n * D * LN2));
     if (st->cfg.dequant == NF_DEQUANT_UNIFORM && !st->cfg.align && nf_flow_rows_independent(m->flow)) {
-        NF_TRY(micro_batches(m, ctx, b->idx, n, micro_size(st, n)));
+        /* each image's loss its own: in micro-batches */
+        NF_TRY(nf_micro_batches_run(&st->micro, m->flow, st->logp, st->y, ctx, b->idx, st->dlogp, n,
+                                    nf_micro_batch_rows(D, st->cfg.micro_batch, n)));
         double s = 0;
         for (int i = 0; i < n; i++) s += bpd_of(st, st->logp[i] - st->lq[i]);
         *loss = s / n;
@@ -539,8 +440,7 @@ static void image_destroy(nf_model *m)
         nf_image_align_free(&st->al);
         nf_image_dequant_free(&st->dq);
         free(st->class_counts);
-        for (int r = 0; r < NF_IMAGE_ACCUMULATORS; r++) nf_flow_free(st->rep[r]);
-        free(st->acc);
+        nf_micro_batches_free(&st->micro);
     }
     free(st);
     nf_flow_free(m->flow);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "training/keyed_noise.h"
+#include "training/micro_batch.h"
 #include "training/video_autoencoder.h"
 #include "training/video_codec.h"
 #include "training/video_denoiser.h"
@@ -148,6 +149,7 @@ typedef struct {
     nf_real *gsave;       /* (P->n) the gradient held while a score is computed (grown once) */
     size_t gsave_cap;
     double denoise_s;     /* wall time of the last sample's denoising */
+    nf_micro_batches micro; /* the flow's training batches in micro-batches (training/micro_batch.h) */
 } video_state;
 
 static int reserve(video_state *st, int n)
@@ -343,12 +345,19 @@ static int video_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
     if (role == ROLE_CODEC) return codec_pass(m, b->x, b->idx, n, draw, 1, loss, NULL);
     if (role == ROLE_DENOISER) return denoiser_pass(m, b->x, b->idx, n, draw, 1, loss, NULL);
     NF_TRY(dequantize(st, st->y, b->x, b->idx, n, NULL, draw));
-    NF_TRY(latent_logp(m, n, b->idx, draw));
+    for (int i = 0; i < n; i++) st->dlogp[i] = (nf_real)(-1.0 / (n * st->L * LN2));
+    encode(m, n, b->idx, draw, 1);
+    if (nf_flow_rows_independent(m->flow)) { /* each video's loss its own: in micro-batches */
+        NF_TRY(nf_micro_batches_run(&st->micro, m->flow, st->logp, st->z, NULL, b->idx, st->dlogp, n,
+                                    nf_micro_batch_rows(st->L, 0, n)));
+    } else {
+        NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->z, NULL, b->idx, n));
+        NF_TRY(nf_flow_backward(m->flow, st->dlogp, NULL, NULL));
+    }
     double s = 0;
     for (int i = 0; i < n; i++) s += bpd_of(st, st->logp[i]);
     *loss = s / n;
-    for (int i = 0; i < n; i++) st->dlogp[i] = (nf_real)(-1.0 / (n * st->L * LN2));
-    return nf_flow_backward(m->flow, st->dlogp, NULL, NULL);
+    return NF_OK;
 }
 
 /* values[i] = -bpd of video i, deterministic dequantisation, no latent noise; in stage "denoiser"
@@ -454,6 +463,7 @@ static void video_destroy(nf_model *m)
         nf_video_denoiser_free(st->dn);
         free(st->y), free(st->z), free(st->logp), free(st->dlogp), free(st->g), free(st->dd), free(st->gsave);
         free(st->frame_err);
+        nf_micro_batches_free(&st->micro);
     }
     free(st);
     nf_flow_free(m->flow);
