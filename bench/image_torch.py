@@ -488,7 +488,11 @@ def setup(args):
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
-    torch.manual_seed(args.seed)
+    # The initial weights come from torch's global generator and the batches, dequantisation and noise
+    # from `gen`: seeded alike, the two Mersenne twisters would give the same stream, and the
+    # weights would be the noise's own numbers (an artefact worth 0.04 bits/dim on digits TarFlow,
+    # bench/RESULTS.md).  The weights' seed is therefore another.
+    torch.manual_seed(args.seed + 100003 if getattr(args, "init_seed", None) is None else args.init_seed)
     x, L, shape = load_images(args.data)
     gen = torch.Generator().manual_seed(args.seed)
     perm = torch.randperm(x.shape[0], generator=gen)
@@ -505,6 +509,16 @@ def setup(args):
     if not 0 <= args.label_drop < 1:
         raise SystemExit(f"--label-drop {args.label_drop}: expected a probability in [0, 1)")
     model = build(args, shape)
+    if getattr(args, "init_from_nf", None):  # start from an nf model's weights (a diagnostic of the training)
+        import h5py
+        with h5py.File(args.init_from_nf, "r") as f:
+            params = {}
+            for grp in ("model/params", "model/state"):
+                g = f[grp]
+                vals = np.asarray(g["value"][...], dtype=np.float64)
+                for nm, o, z in zip(g["names"][...], g["offsets"][...], g["sizes"][...]):
+                    params[nm.decode()] = vals[int(o):int(o) + int(z)]
+        load_nf_weights(model, args.arch, params)
     if args.noise is None:
         args.noise = 0.05 if args.arch == "tarflow" else 0.0
     data_init(model, X, L, gen, C)
@@ -859,6 +873,9 @@ def main():
     p.add_argument("--nf", help="nf-parity: the nf binary, to compare with nf image eval MODEL DATA --json")
     p.add_argument("--data")
     p.add_argument("--test")
+    p.add_argument("--init-seed", type=int, help="seed of the initial weights (default --seed + 100003: not the "
+                   "seed of the batches and noise)")
+    p.add_argument("--init-from-nf", help="fit/train: start from the weights of this nf image model (same configuration)")
     p.add_argument("--arch", choices=["glow", "realnvp", "tarflow"], default="glow")
     p.add_argument("--scales", type=int, default=2)
     p.add_argument("--depth", type=int, default=4)
