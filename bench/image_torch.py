@@ -510,15 +510,7 @@ def setup(args):
         raise SystemExit(f"--label-drop {args.label_drop}: expected a probability in [0, 1)")
     model = build(args, shape)
     if getattr(args, "init_from_nf", None):  # start from an nf model's weights (a diagnostic of the training)
-        import h5py
-        with h5py.File(args.init_from_nf, "r") as f:
-            params = {}
-            for grp in ("model/params", "model/state"):
-                g = f[grp]
-                vals = np.asarray(g["value"][...], dtype=np.float64)
-                for nm, o, z in zip(g["names"][...], g["offsets"][...], g["sizes"][...]):
-                    params[nm.decode()] = vals[int(o):int(o) + int(z)]
-        load_nf_weights(model, args.arch, params)
+        load_nf_weights(model, args.arch, read_nf_model(args.init_from_nf)[1])
     if args.noise is None:
         args.noise = 0.05 if args.arch == "tarflow" else 0.0
     data_init(model, X, L, gen, C)
@@ -744,6 +736,21 @@ def nf_eval_dequantize(x_nhwc, L, seed):
     return ((x_nhwc + u) / L - 0.5).astype(np.float32).astype(np.float64)
 
 
+def read_nf_model(path):
+    """An nf image model file: its configuration (the attributes of /model/image) and its parameters and
+    state, name -> float64 array."""
+    import h5py
+    with h5py.File(path, "r") as f:
+        cfg = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["model/image"].attrs.items()}
+        params = {}
+        for grp in ("model/params", "model/state"):
+            g = f[grp]
+            vals = np.asarray(g["value"][...], dtype=np.float64)
+            for nm, o, z in zip(g["names"][...], g["offsets"][...], g["sizes"][...]):
+                params[nm.decode()] = vals[int(o):int(o) + int(z)]
+    return cfg, params
+
+
 def load_nf_weights(model, arch, params):
     """Copy nf's parameters (name -> numpy array, and the conv1x1 state) into the model built by build():
     bijector j of nf's flow ("b<j>.") is layer j of a multi-scale flow / block j of a TarFlow."""
@@ -823,18 +830,10 @@ def load_nf_weights(model, arch, params):
 def cmd_nf_parity(args):
     """Bits/dim of IMAGES.h5 under nf's trained weights in this model, on nf's own evaluation dequantisation
     (the same y to float32), with each image's class when conditional; against nf image eval when --nf is given."""
-    import h5py
     import subprocess
     torch.set_num_threads(args.threads)
     torch.set_default_dtype(torch.float64)
-    with h5py.File(args.nf_model, "r") as f:
-        cfg = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["model/image"].attrs.items()}
-        params = {}
-        for grp in ("model/params", "model/state"):
-            g = f[grp]
-            vals = np.asarray(g["value"][...], dtype=np.float64)
-            for nm, o, z in zip(g["names"][...], g["offsets"][...], g["sizes"][...]):
-                params[nm.decode()] = vals[int(o):int(o) + int(z)]
+    cfg, params = read_nf_model(args.nf_model)
     a = argparse.Namespace(arch=cfg["arch"], scales=int(cfg["scales"]), depth=int(cfg["steps"]), hidden=int(cfg["hidden"]),
                            patch=int(cfg["patch"]), width=int(cfg["width"]), heads=int(cfg["heads"]),
                            layers=int(cfg["layers"]), blocks=int(cfg["blocks"]), classes=int(cfg["classes"]))
