@@ -159,6 +159,18 @@ check "a bad --dequant: exit 2, one line naming the choices, no model" \
     bash -c "[ $rc = 2 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'uniform' '$T/err' && grep -q 'variational' '$T/err' && [ ! -e x.h5 ]"
 nfrun image fit --help >"$T/help" 2>&1
 check "fit --help shows --dequant with its default" grep -q -- '--dequant KIND .*\[uniform\]' "$T/help"
+check "fit --help shows --micro-batch and its default (0: automatic)" grep -q -- "values. worth \[0\]" "$T/help"
+nfrun image fit digits.train.h5 --micro-batch -2 -o x.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a bad --micro-batch: exit 2, one line naming the range, no model" \
+    bash -c "[ $rc = 2 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q '65536' '$T/err' && [ ! -e x.h5 ]"
+# micro-batches: the same model at one and two threads (the order of the gradient's sums is fixed)
+nfrun image fit digits.train.h5 "${GLOW[@]}" --micro-batch 5 --steps 6 --val-frac 0 --threads 1 -o mb1.h5 2>"$T/err" >/dev/null
+nfrun image fit digits.train.h5 "${GLOW[@]}" --micro-batch 5 --steps 6 --val-frac 0 --threads 2 -o mb2.h5 2>>"$T/err" >/dev/null
+e1=$(nfrun image eval mb1.h5 digits.test.h5 --json 2>&1 | bpd)
+e2=$(nfrun image eval mb2.h5 digits.test.h5 --json 2>&1 | bpd)
+check "micro-batches give the same model at one and two threads ($e1, $e2; $(head -c 160 "$T/err"))" \
+    bash -c "[ -n '$e1' ] && [ '$e1' = '$e2' ]"
 
 # ---- stop and resume ----------------------------------------------------------------------------
 "$NF" image fit digits.train.h5 "${GLOW[@]}" --steps 3000 --patience 0 --checkpoint-every 10 -o r.h5 2>"$T/bg.err" &
