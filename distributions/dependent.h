@@ -149,7 +149,7 @@ int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, d
  * marginal likelihood (empirical Bayes, by EM on a grid; each block's likelihood is the profile above
  * with the other blocks held): a block of a few points says little about its rho, and its maximiser
  * scatters widely; pooled, it leans toward what the other blocks say (dependent-sign, ten seeds:
- * mean error of blocks of ten or more points 0.049 against 0.054, bench/RESULTS.md). */
+ * mean error of blocks of ten or more points 0.043 against 0.054 unpooled, bench/RESULTS.md). */
 int nf_dep_best_theta(const nf_dep *d, const nf_real *Z, int p, double *theta, int sweeps);
 /* Pooled per-block rho with the maximisers kept apart: the coordinate ascent starts from ml (read)
  * and leaves its maximisers there, theta gets the pooled rho, and prior (2) the prior's (mu, s) on

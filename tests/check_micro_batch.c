@@ -2,7 +2,7 @@
  * (training/micro_batch.h): the log-densities and the gradient equal those of the batch in one pass
  * (up to float rounding in the gradient's sums), are the same numbers to the bit at any thread
  * count, come back the same on a second call (the accumulators start from zero), and a flow that
- * cannot have replicas runs the batch whole. */
+ * cannot have replicas, or whose rows a training pass ties together, runs the batch whole. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -94,6 +94,16 @@ START_TEST(a_flow_without_replicas_runs_the_batch_whole)
     nf_micro_batches_free(&mb);
     nf_flow_free(g), nf_flow_free(f);
     nf_params_free(P), nf_params_free(S);
+    /* a flow whose rows are tied together in training (batch statistics) */
+    nf_flow *bn;
+    ck_assert_int_eq(nf_flow_create(&bn, "batchnorm, affine-coupling(hidden=4)", D, 0, 1), NF_OK);
+    nf_flow_set_training(bn, 1);
+    ck_assert_int_eq(nf_flow_log_prob(bn, lw, x, NULL, NULL, N), NF_OK);
+    nf_micro_batches mbn = {0};
+    ck_assert_int_eq(nf_micro_batches_run(&mbn, bn, lm, x, NULL, NULL, dl, N, 2), NF_OK);
+    ck_assert(mbn.rep[0] == NULL && !memcmp(lm, lw, sizeof lw));
+    nf_micro_batches_free(&mbn);
+    nf_flow_free(bn);
     ck_assert_int_eq(nf_micro_batch_rows(256, 0, 64), 4);
     ck_assert_int_eq(nf_micro_batch_rows(4096, 0, 16), 1);
     ck_assert_int_eq(nf_micro_batch_rows(64, 0, 10), 10);

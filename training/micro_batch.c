@@ -68,7 +68,7 @@ int nf_micro_batches_run(nf_micro_batches *mb, nf_flow *flow, nf_real *logp, con
 {
     if (n < 1) return NF_OK;
     if (rows < 1) return nf_error(NF_EINVAL, "micro-batches of %d rows (expected at least 1)", rows);
-    if (!nf_flow_replicable(flow)) { /* the whole batch at once */
+    if (!nf_flow_replicable(flow) || !nf_flow_rows_independent(flow)) { /* the whole batch at once */
         NF_TRY(nf_flow_log_prob(flow, logp, x, ctx, idx, n));
         return nf_flow_backward(flow, dlogp, NULL, NULL);
     }

@@ -13,9 +13,10 @@
  * accumulator in hand), so threads work through whole passes without waiting on each other between
  * layers; inside a replica every pass runs serially.
  *
- * For a loss whose rows are independent: the caller checks nf_flow_rows_independent (no batch
- * statistics, no ActNorm start pending, no batch-level base) and that nothing else of its loss ties
- * rows together.  The models that use it: image (training/model_image.c), video (model_video.c).
+ * The batch runs whole where the flow ties its rows together (nf_flow_rows_independent: batch
+ * statistics, an ActNorm start pending, a batch-level base) or cannot have replicas; the caller sees
+ * to it that nothing else of its loss ties rows together.  The models that use it: image
+ * (training/model_image.c), video (model_video.c).
  */
 #ifndef NF_MICRO_BATCH_H
 #define NF_MICRO_BATCH_H
@@ -38,8 +39,7 @@ int nf_micro_batch_rows(int dim, int requested, int n);
  * flow->P->grad, in micro-batches of `rows` rows on up to nf_blas_get_threads() threads.  x (n, dim),
  * ctx (n, ctx_dim) or NULL, idx (n) or NULL as for nf_flow_log_prob; the flow in training mode.
  * The flow's own workspace is left alone (nf_flow_last_latent and nf_flow_backward do not see
- * this batch), except for a flow that cannot have replicas (nf_flow_replicable), which runs the
- * batch whole. */
+ * this batch), except where the batch runs whole (above). */
 int nf_micro_batches_run(nf_micro_batches *mb, nf_flow *flow, nf_real *logp, const nf_real *x, const nf_real *ctx,
                          const size_t *idx, const nf_real *dlogp, int n, int rows);
 

@@ -285,19 +285,18 @@ static int image_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
         ctx = st->ctx;
     }
     for (int i = 0; i < n; i++) st->dlogp[i] = (nf_real)(-1.0 / (n * D * LN2));
-    if (st->cfg.dequant == NF_DEQUANT_UNIFORM && !st->cfg.align && nf_flow_rows_independent(m->flow)) {
-        /* each image's loss its own: in micro-batches */
+    /* uniform dequantisation without alignment: each image's loss its own, in micro-batches (forward
+     * and backward); otherwise the forward here and the backward below */
+    const int micro = st->cfg.dequant == NF_DEQUANT_UNIFORM && !st->cfg.align;
+    if (micro)
         NF_TRY(nf_micro_batches_run(&st->micro, m->flow, st->logp, st->y, ctx, b->idx, st->dlogp, n,
                                     nf_micro_batch_rows(D, st->cfg.micro_batch, n)));
-        double s = 0;
-        for (int i = 0; i < n; i++) s += bpd_of(st, st->logp[i] - st->lq[i]);
-        *loss = s / n;
-        return NF_OK;
-    }
-    NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->y, ctx, b->idx, n));
+    else
+        NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->y, ctx, b->idx, n));
     double s = 0;
     for (int i = 0; i < n; i++) s += bpd_of(st, st->logp[i] - st->lq[i]);
     *loss = s / n;
+    if (micro) return NF_OK;
     if (st->cfg.dequant == NF_DEQUANT_VARIATIONAL) {
         memset(st->dy, 0, (size_t)n * D * sizeof *st->dy);
         NF_TRY(nf_flow_backward(m->flow, st->dlogp, st->dy, NULL));

@@ -347,13 +347,9 @@ static int video_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
     NF_TRY(dequantize(st, st->y, b->x, b->idx, n, NULL, draw));
     for (int i = 0; i < n; i++) st->dlogp[i] = (nf_real)(-1.0 / (n * st->L * LN2));
     encode(m, n, b->idx, draw, 1);
-    if (nf_flow_rows_independent(m->flow)) { /* each video's loss its own: in micro-batches */
-        NF_TRY(nf_micro_batches_run(&st->micro, m->flow, st->logp, st->z, NULL, b->idx, st->dlogp, n,
-                                    nf_micro_batch_rows(st->L, 0, n)));
-    } else {
-        NF_TRY(nf_flow_log_prob(m->flow, st->logp, st->z, NULL, b->idx, n));
-        NF_TRY(nf_flow_backward(m->flow, st->dlogp, NULL, NULL));
-    }
+    /* each video's loss its own: in micro-batches */
+    NF_TRY(nf_micro_batches_run(&st->micro, m->flow, st->logp, st->z, NULL, b->idx, st->dlogp, n,
+                                nf_micro_batch_rows(st->L, 0, n)));
     double s = 0;
     for (int i = 0; i < n; i++) s += bpd_of(st, st->logp[i]);
     *loss = s / n;
