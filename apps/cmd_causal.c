@@ -314,50 +314,29 @@ static int cmd_fit(int argc, char **argv)
     if (app_mpi_rank() != 0) quiet = 1;
     cli_set_threads(threads);
     mc.noise_r = mc.noise_y = noise;
-    nf_model *m = NULL;
-    nf_source *all = NULL, *train = NULL, *val = NULL;
     nf_model_meta meta = {0};
-    const char *data = pos[0];
-    char dsets[128], *save = NULL;
-    int rc = register_kind(), status = 1;
-    if (rc == NF_OK && resume) {
-        out = resume;
-        rc = open_model(resume, &m, &meta);
-        if (rc == NF_OK) rc = nf_model_load_train_config(resume, &tc);
-        data = meta.data_path;
-        val_frac = meta.val_frac;
-        /* the datasets are stored as "/x,/a,/y" */
+    char dsets[128], *save = NULL, dataset[sizeof meta.data_dataset] = "";
+    app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = pos[0], .dataset = dataset,
+                      .val_frac = val_frac, .meta = &meta, .tc = &tc, .quiet = quiet, .describe = causal_describe};
+    int rc = register_kind();
+    if (rc == NF_OK) rc = app_kind_fit_open(&f, "causal", "data file", force, lr, seed);
+    if (rc == NF_OK && resume) { /* the datasets are stored as "/x,/a,/y" */
         snprintf(dsets, sizeof dsets, "%s", meta.data_dataset);
         xds = strtok_r(dsets, ",", &save);
         ads = xds ? strtok_r(NULL, ",", &save) : NULL;
         yds = ads ? strtok_r(NULL, ",", &save) : NULL;
-        if (rc == NF_OK && !yds) rc = nf_error(NF_EFORMAT, "%s: no data datasets recorded (expected /x,/a,/y)", resume);
-    } else if (rc == NF_OK) {
-        rc = app_check_new_model(out, force);
-        if (rc == NF_OK) rc = app_check_not_input(out, data, "data file");
-        tc.seed = (uint64_t)seed;
-        tc.optim.lr = lr;
-        nf_schedule_init(&tc.schedule, NF_SCHED_COSINE, lr);
-        tc.schedule.total = tc.max_steps;
-        mc.seed = (uint64_t)seed;
+        if (!yds) rc = nf_error(NF_EFORMAT, "%s: no data datasets recorded (expected /x,/a,/y)", resume);
     }
-    /* under mpirun each process reads its share of the units (by hyperslab) */
-    if (rc == NF_OK) rc = nf_causal_source_share(&all, data, xds, ads, yds, app_mpi_rank(), app_mpi_size());
-    if (rc == NF_OK) rc = nf_source_split(all, val_frac, tc.seed, &val, &train);
-    if (rc == NF_OK && !m) rc = nf_model_causal_create_shared(&m, &mc, train, app_mpi_comm());
-    char dataset[sizeof meta.data_dataset] = "";
     if (!resume) snprintf(dataset, sizeof dataset, "%s,%s,%s", xds, ads, yds);
-    causal_describe_ctx dc = {.cmd = cmd, .train = train, .val = val, .dx = all ? all->ctx_dim - 1 : 0,
+    mc.seed = tc.seed;
+    /* under mpirun each process reads its share of the units (by hyperslab) */
+    if (rc == NF_OK) rc = nf_causal_source_share(&f.all, f.data, xds, ads, yds, app_mpi_rank(), app_mpi_size());
+    if (rc == NF_OK) rc = nf_source_split(f.all, f.val_frac, tc.seed, &f.val, &f.train);
+    if (rc == NF_OK && !f.model) rc = nf_model_causal_create_shared(&f.model, &mc, f.train, app_mpi_comm());
+    causal_describe_ctx dc = {.cmd = cmd, .train = f.train, .val = f.val, .dx = f.all ? f.all->ctx_dim - 1 : 0,
                               .steps = tc.max_steps};
-    const app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = data, .dataset = dataset,
-                            .val_frac = val_frac, .model = m, .meta = &meta, .tc = &tc, .train = train, .val = val,
-                            .quiet = quiet, .describe = causal_describe, .user = &dc};
-    status = app_kind_fit_go(&f, rc);
-    nf_model_free(m);
-    nf_source_free(train);
-    nf_source_free(val);
-    nf_source_free(all);
-    return app_mpi_end(status);
+    f.user = &dc;
+    return app_kind_fit_close(&f, app_kind_fit_go(&f, rc));
 }
 
 /* ---- density, sample --------------------------------------------------------------------------- */
@@ -776,7 +755,9 @@ static int cmd_plot(int argc, char **argv)
     if (grid && parse_grids(cmd, grid, &g)) return 2;
     double lo = grid ? g.lo[0] : NAN, hi = grid ? g.hi[0] : NAN;
     long n = grid ? g.n[0] : 400;
-    if (app_check_output(out) != NF_OK || app_check_not_input(out, pos[0], "model") != NF_OK) return cli_fail(cmd);
+    if (app_check_output(out) != NF_OK || app_check_not_input(out, pos[0], "model") != NF_OK ||
+        app_check_not_input(out, data, "--data file") != NF_OK)
+        return cli_fail(cmd);
     nf_model *m = NULL;
     nf_causal_data d = {0};
     int rc = open_model(pos[0], &m, NULL);

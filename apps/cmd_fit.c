@@ -457,6 +457,7 @@ int nf_cmd_fit(int argc, char **argv)
     /* the model file is rewritten at every checkpoint: it must not be the data it trains on */
     if ((rc = app_check_not_input(ctx.out, a.data, "data file")) != NF_OK) goto fail;
     if ((rc = app_check_not_input(ctx.out, a.val, "--val file")) != NF_OK) goto fail;
+    if ((rc = app_check_not_input(ctx.out, a.kinship, "--kinship file")) != NF_OK) goto fail;
     if (a.data) {
         size_t dim = model ? (size_t)model->flow->dim : 0, cdim = model ? (size_t)model->ctx_dim : 0;
         if (a.stream && parts > 1) {

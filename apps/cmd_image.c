@@ -268,54 +268,36 @@ static int cmd_fit(int argc, char **argv)
     const int part = app_mpi_rank(), parts = app_mpi_size();
     if (part != 0) quiet = 1;
     cli_set_threads(threads);
-    nf_model *m = NULL;
-    nf_source *all = NULL, *train = NULL, *val = NULL;
     nf_model_meta meta = {0};
-    const char *data = pos[0];
-    int rc, status;
-    if (resume) {
-        out = resume;
-        rc = app_open_model_kind(resume, "image", &m, &meta);
-        if (rc == NF_OK) rc = nf_model_load_train_config(resume, &tc);
-        data = meta.data_path;
-        val_frac = meta.val_frac;
-        if (rc == NF_OK) conditional = nf_model_image_config(m)->classes > 0, align = nf_model_image_config(m)->align;
-    } else {
-        rc = app_check_new_model(out, force);
-        if (rc == NF_OK) rc = app_check_not_input(out, data, "image file");
-        if (rc == NF_OK) rc = image_info(data, &mc);
-        tc.seed = (uint64_t)seed;
-        tc.optim.lr = lr;
-        nf_schedule_init(&tc.schedule, NF_SCHED_COSINE, lr);
-        tc.schedule.total = tc.max_steps;
-        mc.seed = (uint64_t)seed;
-    }
+    app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = pos[0], .dataset = "/x", .val_frac = val_frac,
+                      .meta = &meta, .tc = &tc, .quiet = quiet, .describe = image_describe};
+    int rc = app_kind_fit_open(&f, "image", "image file", force, lr, seed);
+    nf_model *m = f.model;
+    if (rc == NF_OK && m) conditional = nf_model_image_config(m)->classes > 0, align = nf_model_image_config(m)->align;
+    if (rc == NF_OK && !resume) rc = image_info(f.data, &mc);
+    mc.seed = tc.seed;
     size_t dim = m ? (size_t)m->flow->dim : (size_t)mc.h * mc.w * mc.c;
     if (rc == NF_OK)
-        rc = nf_source_rows_load_share(&all, data, "/x", dim, m ? (size_t)m->ctx_dim : 0, conditional || align, part, parts);
-    if (rc == NF_OK && (conditional || align) && all->ctx_dim < 2)
-        rc = nf_error(NF_EDATA, "%s: %s needs image classes (a one-hot /context of at least 2 classes)", data,
+        rc = nf_source_rows_load_share(&f.all, f.data, "/x", dim, m ? (size_t)m->ctx_dim : 0, conditional || align,
+                                       part, parts);
+    if (rc == NF_OK && (conditional || align) && f.all->ctx_dim < 2)
+        rc = nf_error(NF_EDATA, "%s: %s needs image classes (a one-hot /context of at least 2 classes)", f.data,
                       conditional ? "--conditional" : "--align (its encoder is a classifier)");
-    if (rc == NF_OK) rc = nf_source_split(all, val_frac, tc.seed, &val, &train);
+    if (rc == NF_OK) rc = nf_source_split(f.all, f.val_frac, tc.seed, &f.val, &f.train);
     if (rc == NF_OK && !m) {
-        mc.classes = conditional ? all->ctx_dim : 0;
+        mc.classes = conditional ? f.all->ctx_dim : 0;
         mc.label_drop = conditional ? (label_drop >= 0 ? label_drop : 0.1) : 0;
-        mc.align_classes = align ? all->ctx_dim : 0;
-        rc = nf_model_image_create(&m, &mc);
-        if (rc == NF_OK) rc = m->type->init_data(m, train);
+        mc.align_classes = align ? f.all->ctx_dim : 0;
+        rc = nf_model_image_create(&f.model, &mc);
+        m = f.model;
+        if (rc == NF_OK) rc = m->type->init_data(m, f.train);
     }
-    image_describe_ctx dc = {.cmd = cmd, .train = train, .val = val};
-    const app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = data, .dataset = "/x",
-                            .val_frac = val_frac, .model = m, .meta = &meta, .tc = &tc, .train = train, .val = val,
-                            .quiet = quiet, .describe = image_describe, .user = &dc};
-    status = app_kind_fit_go(&f, rc);
+    image_describe_ctx dc = {.cmd = cmd, .train = f.train, .val = f.val};
+    f.user = &dc;
+    int status = app_kind_fit_go(&f, rc);
     const nf_image_config *c = m ? nf_model_image_config(m) : NULL;
-    if (status == 0 && !quiet && c && c->align && val && val->n && m->stage == 1) report_alignment(cmd, m, val);
-    nf_model_free(m);
-    nf_source_free(train);
-    nf_source_free(val);
-    nf_source_free(all);
-    return app_mpi_end(status);
+    if (status == 0 && !quiet && c && c->align && f.val && f.val->n && m->stage == 1) report_alignment(cmd, m, f.val);
+    return app_kind_fit_close(&f, status);
 }
 
 /* The images of a data file for model m (its shape and, conditional, its classes as indices). */
@@ -457,6 +439,9 @@ static int cmd_sample(int argc, char **argv)
     nf_rng *rng = nf_rng_alloc((uint64_t)seed, 0);
     int rc = rng ? app_check_output(out) : nf_error(NF_ENOMEM, "out of memory");
     if (rc == NF_OK && h5) rc = app_check_output(h5);
+    if (rc == NF_OK) rc = app_check_not_input(out, pos[0], "model");
+    if (rc == NF_OK) rc = app_check_not_input(h5, pos[0], "model");
+    if (rc == NF_OK) rc = app_check_outputs_differ(out, "-o", h5, "--h5");
     if (rc == NF_OK) rc = app_open_model_kind(pos[0], "image", &m, NULL);
     const nf_image_config *c = rc == NF_OK ? nf_model_image_config(m) : NULL;
     if (rc == NF_OK && cls >= 0 && cls >= c->classes)

@@ -166,38 +166,17 @@ static int cmd_fit(int argc, char **argv)
     if ((urc = app_mpi_start(cmd)) != 0) return urc;
     if (app_mpi_rank() != 0) quiet = 1;
     set_threads(threads);
-    nf_model *m = NULL;
-    nf_source *all = NULL, *train = NULL, *val = NULL;
     nf_model_meta meta = {0};
-    const char *data = pos[0];
-    int rc, status;
-    if (resume) {
-        out = resume;
-        rc = app_open_model_kind(resume, "tpp", &m, &meta);
-        if (rc == NF_OK) rc = nf_model_load_train_config(resume, &tc);
-        data = meta.data_path;
-        val_frac = meta.val_frac;
-    } else {
-        rc = app_check_new_model(out, force);
-        tc.seed = (uint64_t)seed;
-        tc.optim.lr = lr;
-        nf_schedule_init(&tc.schedule, NF_SCHED_COSINE, lr);
-        tc.schedule.total = tc.max_steps;
-        mc.seed = (uint64_t)seed;
-    }
-    if (rc == NF_OK) rc = nf_source_sequences_load_share(&all, data, app_mpi_rank(), app_mpi_size());
-    if (rc == NF_OK) rc = nf_source_split(all, val_frac, tc.seed, &val, &train);
-    if (rc == NF_OK && !m) rc = nf_model_tpp_create_shared(&m, &mc, train, app_mpi_comm());
-    tpp_describe_ctx dc = {.cmd = cmd, .decoder = decoder, .train = train, .val = val};
-    const app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = data, .dataset = "/times",
-                            .val_frac = val_frac, .model = m, .meta = &meta, .tc = &tc, .train = train, .val = val,
-                            .quiet = quiet, .describe = tpp_describe, .user = &dc};
-    status = app_kind_fit_go(&f, rc);
-    nf_model_free(m);
-    nf_source_free(train);
-    nf_source_free(val);
-    nf_source_free(all);
-    return app_mpi_end(status);
+    app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = pos[0], .dataset = "/times",
+                      .val_frac = val_frac, .meta = &meta, .tc = &tc, .quiet = quiet, .describe = tpp_describe};
+    int rc = app_kind_fit_open(&f, "tpp", "sequences file", force, lr, seed);
+    mc.seed = tc.seed;
+    if (rc == NF_OK) rc = nf_source_sequences_load_share(&f.all, f.data, app_mpi_rank(), app_mpi_size());
+    if (rc == NF_OK) rc = nf_source_split(f.all, f.val_frac, tc.seed, &f.val, &f.train);
+    if (rc == NF_OK && !f.model) rc = nf_model_tpp_create_shared(&f.model, &mc, f.train, app_mpi_comm());
+    tpp_describe_ctx dc = {.cmd = cmd, .decoder = decoder, .train = f.train, .val = f.val};
+    f.user = &dc;
+    return app_kind_fit_close(&f, app_kind_fit_go(&f, rc));
 }
 
 /* Sum of the per-sequence log-likelihoods of src (and their number of events); per_seq (src->n) keeps

@@ -234,6 +234,8 @@ int app_tpp_plot(int argc, char **argv)
     nf_source *s = NULL;
     nf_figure *fig = NULL;
     int rc = app_check_output(out);
+    if (rc == NF_OK) rc = app_check_not_input(out, pos[0], "model");
+    if (rc == NF_OK) rc = app_check_not_input(out, pos[1], "sequences file");
     if (rc == NF_OK) rc = app_tpp_open_model(pos[0], &m);
     if (rc == NF_OK) rc = nf_source_sequences_load(&s, pos[1]);
     if (rc == NF_OK) {

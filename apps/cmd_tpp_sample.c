@@ -92,6 +92,8 @@ int app_tpp_sample(int argc, char **argv)
     double *ts = NULL, *te = NULL;
     size_t *hidx = NULL, N = (size_t)n;
     int rc = app_check_output(out);
+    if (rc == NF_OK) rc = app_check_not_input(out, pos[0], "model");
+    if (rc == NF_OK) rc = app_check_not_input(out, history, "--history file");
     if (rc == NF_OK) rc = app_tpp_open_model(pos[0], &m);
     if (rc == NF_OK && history) {
         rc = nf_source_sequences_load(&h, history);

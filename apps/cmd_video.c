@@ -235,43 +235,21 @@ static int cmd_fit(int argc, char **argv)
     const int part = app_mpi_rank(), parts = app_mpi_size();
     if (part != 0) quiet = 1;
     cli_set_threads(threads);
-    nf_model *m = NULL;
-    nf_source *all = NULL, *train = NULL, *val = NULL;
     nf_model_meta meta = {0};
-    const char *data = pos[0];
-    int rc;
-    if (resume) {
-        out = resume;
-        rc = app_open_model_kind(resume, "video", &m, &meta);
-        if (rc == NF_OK) rc = nf_model_load_train_config(resume, &tc);
-        data = meta.data_path;
-        val_frac = meta.val_frac;
-    } else {
-        rc = app_check_new_model(out, force);
-        if (rc == NF_OK) rc = app_check_not_input(out, data, "video file");
-        if (rc == NF_OK) rc = video_shape(data, &mc);
-        if (rc == NF_OK) rc = nf_video_config_check(&mc);
-        tc.seed = (uint64_t)seed;
-        tc.optim.lr = lr;
-        nf_schedule_init(&tc.schedule, NF_SCHED_COSINE, lr);
-        tc.schedule.total = tc.max_steps;
-        mc.seed = (uint64_t)seed;
-    }
-    const nf_video_config *c = m ? nf_model_video_config(m) : &mc;
+    app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = pos[0], .dataset = "/x", .val_frac = val_frac,
+                      .meta = &meta, .tc = &tc, .quiet = quiet, .describe = video_describe};
+    int rc = app_kind_fit_open(&f, "video", "video file", force, lr, seed);
+    if (rc == NF_OK && !resume) rc = video_shape(f.data, &mc);
+    if (rc == NF_OK && !resume) rc = nf_video_config_check(&mc);
+    mc.seed = tc.seed;
+    const nf_video_config *c = f.model ? nf_model_video_config(f.model) : &mc;
     const size_t dim = (size_t)c->frames * c->h * c->w * c->c;
-    if (rc == NF_OK) rc = nf_source_rows_load_share(&all, data, "/x", dim, 0, 0, part, parts);
-    if (rc == NF_OK) rc = nf_source_split(all, val_frac, tc.seed, &val, &train);
-    if (rc == NF_OK && !m) rc = nf_model_video_create(&m, &mc);
-    video_describe_ctx dc = {.cmd = cmd, .train = train, .val = val};
-    const app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = data, .dataset = "/x",
-                            .val_frac = val_frac, .model = m, .meta = &meta, .tc = &tc, .train = train, .val = val,
-                            .quiet = quiet, .describe = video_describe, .user = &dc};
-    int status = app_kind_fit_go(&f, rc);
-    nf_model_free(m);
-    nf_source_free(train);
-    nf_source_free(val);
-    nf_source_free(all);
-    return app_mpi_end(status);
+    if (rc == NF_OK) rc = nf_source_rows_load_share(&f.all, f.data, "/x", dim, 0, 0, part, parts);
+    if (rc == NF_OK) rc = nf_source_split(f.all, f.val_frac, tc.seed, &f.val, &f.train);
+    if (rc == NF_OK && !f.model) rc = nf_model_video_create(&f.model, &mc);
+    video_describe_ctx dc = {.cmd = cmd, .train = f.train, .val = f.val};
+    f.user = &dc;
+    return app_kind_fit_close(&f, app_kind_fit_go(&f, rc));
 }
 
 /* The videos of a data file, which must have the model's shape. */
@@ -509,6 +487,11 @@ static int cmd_sample(int argc, char **argv)
     nf_rng *rng = nf_rng_alloc((uint64_t)seed, 0);
     int rc = rng ? app_check_output(out) : nf_error(NF_ENOMEM, "out of memory");
     if (rc == NF_OK && h5) rc = app_check_output(h5);
+    if (rc == NF_OK) rc = app_check_not_input(out, pos[0], "model");
+    if (rc == NF_OK) rc = app_check_not_input(out, from, "--from file");
+    if (rc == NF_OK) rc = app_check_not_input(h5, pos[0], "model");
+    if (rc == NF_OK) rc = app_check_not_input(h5, from, "--from file");
+    if (rc == NF_OK) rc = app_check_outputs_differ(out, "-o", h5, "--h5");
     if (rc == NF_OK) rc = app_open_model_kind(pos[0], "video", &m, NULL);
     const nf_video_config *c = rc == NF_OK ? nf_model_video_config(m) : NULL;
     if (rc == NF_OK && given >= c->frames)

@@ -131,7 +131,9 @@ int app_data_make_dependent(int argc, char **argv)
     if (!out) return cli_usage_error(cmd, "no output file given (expected -o TRAIN.h5)");
     if (!n) n = equi ? 10000 : 5000;
     if (app_check_output(out) != NF_OK || (val && app_check_output(val) != NF_OK) ||
-        (test && app_check_output(test) != NF_OK))
+        (test && app_check_output(test) != NF_OK) || app_check_outputs_differ(out, "-o", val, "--val") != NF_OK ||
+        app_check_outputs_differ(out, "-o", test, "--test") != NF_OK ||
+        app_check_outputs_differ(val, "--val", test, "--test") != NF_OK)
         return cli_fail(cmd);
     nf_rng *rng = nf_rng_alloc((uint64_t)seed, 0x646570);
     nf_dep_data d;

@@ -79,6 +79,13 @@ int app_same_file(const char *a, const char *b)
     return resolved_path(a, ra, sizeof ra) && resolved_path(b, rb, sizeof rb) && strcmp(ra, rb) == 0;
 }
 
+int app_check_outputs_differ(const char *a, const char *what_a, const char *b, const char *what_b)
+{
+    if (!a || !b || !app_same_file(a, b)) return NF_OK;
+    return nf_error(NF_EINVAL, "%s: the same file as %s and %s (each output needs a file of its own)", b, what_a,
+                    what_b);
+}
+
 int app_check_not_input(const char *out, const char *input, const char *what)
 {
     if (!out || !input || !app_same_file(out, input)) return NF_OK;

@@ -33,5 +33,8 @@ int app_same_file(const char *a, const char *b);
  * "data file", "model"); NULL input or output passes.  Every command that writes a file checks
  * each of its inputs with this before any work. */
 int app_check_not_input(const char *out, const char *input, const char *what);
+/* Refuse two outputs of one command that are the same file (the second would replace the first):
+ * what_a and what_b name their options ("-o", "--h5"); a NULL output passes. */
+int app_check_outputs_differ(const char *a, const char *what_a, const char *b, const char *what_b);
 
 #endif

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "apps/commands.h"
+#include "apps/datafile.h"
 #include "apps/mpi.h"
 
 static volatile int stop_requested = 0;
@@ -178,6 +179,35 @@ int app_train_run_go(app_train_run *r, nf_trainer *t)
             fprintf(stderr, "nf %s: done (%s, %.1f s); wrote %s\n", r->cmd, t->stop_reason, t->seconds, r->out);
     }
     return 0;
+}
+
+int app_kind_fit_open(app_kind_fit *f, const char *kind, const char *input, int force, double lr, long seed)
+{
+    nf_train_config *tc = f->tc;
+    if (f->resume) {
+        f->out = f->resume;
+        NF_TRY(app_open_model_kind(f->resume, kind, &f->model, f->meta));
+        f->data = f->meta->data_path;
+        f->val_frac = f->meta->val_frac;
+        return nf_model_load_train_config(f->resume, tc);
+    }
+    NF_TRY(app_check_new_model(f->out, force));
+    NF_TRY(app_check_not_input(f->out, f->data, input));
+    tc->seed = (uint64_t)seed;
+    tc->optim.lr = lr;
+    nf_schedule_init(&tc->schedule, NF_SCHED_COSINE, lr);
+    tc->schedule.total = tc->max_steps;
+    return NF_OK;
+}
+
+int app_kind_fit_close(app_kind_fit *f, int status)
+{
+    nf_model_free(f->model);
+    nf_source_free(f->train);
+    nf_source_free(f->val);
+    nf_source_free(f->all);
+    f->model = NULL, f->train = f->val = f->all = NULL;
+    return app_mpi_end(status);
 }
 
 int app_kind_fit_go(const app_kind_fit *f, int rc)

@@ -13,8 +13,8 @@ expect_ok() {
   local what=$1; shift
   "$@" >"$T/out" 2>"$T/err" || { fail "$what: exit $? ($(cat "$T/err"))"; return 1; }
 }
-# expect_err DESCRIPTION WORD CMD... : non-zero exit, one line on stderr that contains WORD
-expect_err() {
+# expect_fails DESCRIPTION WORD CMD... : non-zero exit, one line on stderr that contains WORD
+expect_fails() {
   local what=$1 word=$2; shift 2
   if "$@" >"$T/out" 2>"$T/err"; then fail "$what: succeeded, expected an error"; return 1; fi
   [ "$(wc -l <"$T/err")" -eq 1 ] || fail "$what: expected one line on stderr, got: $(cat "$T/err")"
@@ -93,36 +93,36 @@ expect_ok "split of a split" "$NF" data split "$T/cb.train.h5" --val 0.2 --test 
 contains "$T/out" "1000 train, 250 validation, 0 test rows"
 
 # ---- errors: one line naming the input, non-zero exit, no file created or changed ----------------
-expect_err "make bad name" "moonz" "$NF" data make moonz -n 10 -o "$T/bad.h5"
+expect_fails "make bad name" "moonz" "$NF" data make moonz -n 10 -o "$T/bad.h5"
 absent "$T/bad.h5"
 for n in 0 -5 12x ""; do
-  expect_err "make -n '$n'" "-n" "$NF" data make moons -n "$n" -o "$T/bad.h5"
+  expect_fails "make -n '$n'" "-n" "$NF" data make moons -n "$n" -o "$T/bad.h5"
 done
-expect_err "make -n without a value" "-n" "$NF" data make moons -o "$T/bad.h5" -n
+expect_fails "make -n without a value" "-n" "$NF" data make moons -o "$T/bad.h5" -n
 absent "$T/bad.h5"
-expect_err "make without -o" "-o" "$NF" data make moons -n 10
-expect_err "make --dim on a 2-D set" "--dim" "$NF" data make rings --dim 3 -o "$T/bad.h5"
-expect_err "make unknown option" "--frobnicate" "$NF" data make moons --frobnicate -o "$T/bad.h5"
-expect_err "make unwritable output" "$T/nodir/x.h5" "$NF" data make moons -n 10 -o "$T/nodir/x.h5"
+expect_fails "make without -o" "-o" "$NF" data make moons -n 10
+expect_fails "make --dim on a 2-D set" "--dim" "$NF" data make rings --dim 3 -o "$T/bad.h5"
+expect_fails "make unknown option" "--frobnicate" "$NF" data make moons --frobnicate -o "$T/bad.h5"
+expect_fails "make unwritable output" "$T/nodir/x.h5" "$NF" data make moons -n 10 -o "$T/nodir/x.h5"
 absent "$T/nodir"
-expect_err "import missing file" "missing.csv" "$NF" data import "$T/missing.csv" -o "$T/bad.h5"
+expect_fails "import missing file" "missing.csv" "$NF" data import "$T/missing.csv" -o "$T/bad.h5"
 absent "$T/bad.h5"
 printf 'a,b\n1,2\n3\n' >"$T/ragged.csv"
-expect_err "import ragged csv" "ragged.csv" "$NF" data import "$T/ragged.csv" -o "$T/bad.h5"
+expect_fails "import ragged csv" "ragged.csv" "$NF" data import "$T/ragged.csv" -o "$T/bad.h5"
 printf 'a,b\n1,2\n3,inf\n' >"$T/inf.csv"
-expect_err "import non-finite csv" "inf.csv" "$NF" data import "$T/inf.csv" -o "$T/bad.h5"
+expect_fails "import non-finite csv" "inf.csv" "$NF" data import "$T/inf.csv" -o "$T/bad.h5"
 absent "$T/bad.h5"
-expect_err "split missing file" "missing.h5" "$NF" data split "$T/missing.h5"
+expect_fails "split missing file" "missing.h5" "$NF" data split "$T/missing.h5"
 absent "$T/missing.train.h5"
-expect_err "split not HDF5" "t.csv" "$NF" data split "$T/t.csv" -o "$T/nothdf"
+expect_fails "split not HDF5" "t.csv" "$NF" data split "$T/t.csv" -o "$T/nothdf"
 absent "$T/nothdf.train.h5"
-expect_err "split fractions" "--val" "$NF" data split "$T/cb.h5" --val 0.6 --test 0.5 -o "$T/toomuch"
+expect_fails "split fractions" "--val" "$NF" data split "$T/cb.h5" --val 0.6 --test 0.5 -o "$T/toomuch"
 absent "$T/toomuch.train.h5"
 
 # a failing command leaves an existing output untouched
 before=$(cksum <"$T/moons.h5")
-expect_err "make onto existing, bad -n" "-n" "$NF" data make moons -n nope -o "$T/moons.h5"
-expect_err "import onto existing, ragged" "ragged.csv" "$NF" data import "$T/ragged.csv" -o "$T/moons.h5"
+expect_fails "make onto existing, bad -n" "-n" "$NF" data make moons -n nope -o "$T/moons.h5"
+expect_fails "import onto existing, ragged" "ragged.csv" "$NF" data import "$T/ragged.csv" -o "$T/moons.h5"
 [ "$(cksum <"$T/moons.h5")" = "$before" ] || fail "a failed command changed moons.h5"
 ls "$T" | grep -q '\.tmp\.' && fail "temporary files left behind: $(ls "$T")"
 

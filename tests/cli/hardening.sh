@@ -15,22 +15,6 @@ if ! build_mkbad; then
 fi
 M=$MKBAD
 
-# expect_err WHAT PATTERN -- nf ARGS...: exit 1 within the time limit, nothing on stdout, one line on
-# stderr starting "nf " and matching PATTERN (extended regex).
-expect_err() {
-    local what=$1 pat=$2 rc why=""
-    shift 3
-    NF_CLI_TIMEOUT=60 nfrun "$@" >"$T/out" 2>"$T/err"
-    rc=$?
-    [ "$rc" = 1 ] || why="$why; exit $rc, expected 1"
-    [ "$rc" -lt 124 ] || why="$why; crashed or hung"
-    [ ! -s "$T/out" ] || why="$why; wrote to stdout"
-    [ "$(wc -l <"$T/err")" = 1 ] || why="$why; $(wc -l <"$T/err") lines on stderr"
-    case $(head -c 3 "$T/err") in "nf ") ;; *) why="$why; stderr does not start with 'nf '" ;; esac
-    grep -qE -- "$pat" "$T/err" || why="$why; stderr does not match /$pat/"
-    if [ -z "$why" ]; then pass "$what"; else fail "$what (nf $*)${why}: $(head -c 300 "$T/err" | tr '\n' '|')"; fi
-}
-
 # ---- inputs ----------------------------------------------------------------------------------
 nfrun data make moons -n 400 --seed 2 -o data.h5 >/dev/null 2>&1
 nfrun data make moons -n 200 --seed 3 -o val.h5 >/dev/null 2>&1
@@ -143,6 +127,33 @@ cp data.h5 d.train.h5
 expect_err "data split whose output would be its input" \
     "d\.train\.h5: the output is the same file as the input file d\.train\.h5" -- data split d.train.h5 -o d
 check "every input byte-identical after the refusals" test "$before" = "$(hashes)"
+# the other commands that write files
+nfrun data make tpp-hawkes1 -o seq.h5 >/dev/null 2>&1
+nfrun tpp fit seq.h5 --steps 3 --threads 1 --quiet -o tpp.h5 2>"$T/err"
+nfrun data make dependent-crescent --structure kinship -n 300 --seed 1 -o kin.h5 >/dev/null 2>&1
+if [ -s seq.h5 ] && [ -s tpp.h5 ] && [ -s kin.h5 ]; then
+    thashes() { sha256sum seq.h5 tpp.h5 kin.h5; }
+    before=$(thashes)
+    expect_err "tpp fit SEQ -o SEQ --force" "seq\.h5: the output is the same file as the sequences file seq\.h5" \
+        -- tpp fit seq.h5 --steps 3 --threads 1 --quiet --force -o seq.h5
+    expect_err "tpp sample MODEL -o MODEL" "tpp\.h5: the output is the same file as the model tpp\.h5" \
+        -- tpp sample tpp.h5 -n 2 --t-end 10 -o tpp.h5
+    expect_err "tpp sample --history H -o H" "seq\.h5: the output is the same file as the --history file seq\.h5" \
+        -- tpp sample tpp.h5 --history seq.h5 --t-end 200 -o seq.h5
+    expect_err "tpp plot MODEL SEQ -o SEQ" "seq\.h5: the output is the same file as the sequences file seq\.h5" \
+        -- tpp plot tpp.h5 seq.h5 -o seq.h5
+    expect_err "fit --kinship K -o K --force" "kin\.h5: the output is the same file as the (data|--kinship) file kin\.h5" \
+        -- fit kin.h5 --dependence kinship --kinship kin.h5 --val-frac 0 "${FIT[@]}" --steps 3 --force -o kin.h5
+    cp kin.h5 k2.h5
+    expect_err "fit --kinship K -o K (K not the data) --force" "k2\.h5: the output is the same file as the --kinship file k2\.h5" \
+        -- fit kin.h5 --dependence kinship --kinship k2.h5 --val-frac 0 "${FIT[@]}" --steps 3 --force -o k2.h5
+    check "the sequences, the point-process model and K byte-identical after the refusals" test "$before" = "$(thashes)"
+    expect_err "data make with --val = -o" "a\.h5: the same file as -o and --val" \
+        -- data make dependent-sign --structure equi -n 200 -o a.h5 --val ./a.h5
+    check "and wrote nothing" test ! -e a.h5
+else
+    fail "make the point-process and kinship inputs ($(head -c 200 "$T/err"))"
+fi
 check "no temporary files left behind" test -z "$(stray_tmp)"
 
 # a model given to another kind's command: one line naming the commands that read it

@@ -36,6 +36,11 @@ nfrun image sample g.h5 -n 16 --seed 2 -o g.png --h5 g_s.h5 2>"$T/err"
 check "sample writes a PNG grid and the images ($(head -c 160 "$T/err"))" test -s g.png -a -s g_s.h5
 nfrun image sample g.h5 -n 16 --seed 2 -o g2.png 2>/dev/null
 check "the same seed gives the same picture" cmp -s g.png g2.png
+before=$(cksum <g.h5)
+expect_err "sample --h5 MODEL: refused" "g\.h5: the output is the same file as the model g\.h5" \
+    -- image sample g.h5 -n 2 -o g3.png --h5 g.h5
+expect_err "sample -o X --h5 X: refused" "g3\.png: the same file as -o and --h5" -- image sample g.h5 -n 2 -o g3.png --h5 ./g3.png
+check "the model is untouched and nothing was written" bash -c "[ '$(cksum <g.h5)' = '$before' ] && [ ! -e g3.png ]"
 nfrun info g.h5 >"$T/info" 2>&1
 check "info shows the image kind, the images and bits/dim" \
     bash -c "grep -q '^kind *image' '$T/info' && grep -q '^images *8x8x1, 17 grey levels' '$T/info' &&

@@ -92,7 +92,6 @@ wait_bg() {
 # nf with a time limit, so a hang fails the check instead of the whole run.
 nfrun() { timeout -k 5 "${NF_CLI_TIMEOUT:-120}" "$NF" "$@"; }
 
-# Temporary files of the atomic writers ("<path>.tmp.<pid>") anywhere under $W.
 # refuses_replace MODEL CMD ARGS...: `nf CMD ARGS -o MODEL` over the existing MODEL exits 1 with one
 # line naming --force and leaves MODEL as it was; with --force (and --seed 99, for other weights)
 # it replaces MODEL.  CMD is one word ("fit") or two ("tpp fit") given as separate arguments.
@@ -110,6 +109,22 @@ refuses_replace() {
     rc=$?
     check "$what --force replaces it (exit $rc)" bash -c "[ $rc = 0 ] && [ \"\$(cksum <'$model')\" != '$before' ]"
 }
+# expect_err WHAT PATTERN -- nf ARGS...: exit 1 within the time limit, nothing on stdout, one line on
+# stderr starting "nf " and matching PATTERN (extended regex).
+expect_err() {
+    local what=$1 pat=$2 rc why=""
+    shift 3
+    NF_CLI_TIMEOUT=60 nfrun "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+    [ "$rc" = 1 ] || why="$why; exit $rc, expected 1"
+    [ "$rc" -lt 124 ] || why="$why; crashed or hung"
+    [ ! -s "$T/out" ] || why="$why; wrote to stdout"
+    [ "$(wc -l <"$T/err")" = 1 ] || why="$why; $(wc -l <"$T/err") lines on stderr"
+    case $(head -c 3 "$T/err") in "nf ") ;; *) why="$why; stderr does not start with 'nf '" ;; esac
+    grep -qE -- "$pat" "$T/err" || why="$why; stderr does not match /$pat/"
+    if [ -z "$why" ]; then pass "$what"; else fail "$what (nf $*)${why}: $(head -c 300 "$T/err" | tr '\n' '|')"; fi
+}
+# Temporary files of the atomic writers ("<path>.tmp.<pid>") anywhere under $W.
 stray_tmp() { find "$W" -name '*.tmp.*' | sed "s|^$W/||"; }
 
 # "a b" -> 1 if |a - b| <= tol * max(1, |a|, |b|)

@@ -56,6 +56,13 @@ check "video-aware Jacobi gives the token-by-token videos (largest difference $d
     awk -v d="$d" -v p="$p" -v q="$ps" 'BEGIN { exit !(d != "" && d < 0.05 && p > 0 && p <= q) }'
 nfrun video sample v.h5 -n 2 --given 2 --from balls.test.h5 -o c.png --h5 c.h5 2>"$T/err"
 check "continuation of 2 given frames writes its filmstrip ($(head -c 160 "$T/err"))" test -s c.png -a -s c.h5
+before=$(cksum <balls.test.h5; cksum <v.h5)
+expect_err "sample --h5 over the --from videos: refused" \
+    "balls\.test\.h5: the output is the same file as the --from file balls\.test\.h5" \
+    -- video sample v.h5 -n 2 --given 2 --from balls.test.h5 -o c2.png --h5 balls.test.h5
+expect_err "sample --h5 MODEL: refused" "v\.h5: the output is the same file as the model v\.h5" \
+    -- video sample v.h5 -n 2 -o c2.png --h5 v.h5
+check "the videos and the model are untouched" bash -c "[ '$(cksum <balls.test.h5; cksum <v.h5)' = '$before' ] && [ ! -e c2.png ]"
 nfrun video sample v.h5 -n 2 --given 2 -o x.png >/dev/null 2>"$T/err"
 rc=$?
 check "--given without --from: exit 2, one line, no output" \
@@ -193,7 +200,7 @@ AE=(--codec ae --ae-width 8 --block 4 --keep 2 --local-blocks 1 --global-layers 
 nfrun video fit balls.train.h5 "${AE[@]}" --steps 1 --lr 1e-12 --val-frac 0 --quiet -o ae0.h5 2>"$T/err"
 nfrun video fit balls.train.h5 "${AE[@]}" --steps 60 --eval-every 30 -o ae.h5 2>"$T/err"
 rc=$?
-check "video fit --codec ae: exit 0, the stages codec (mse) then flow (bpd) ($(head -c 200 "$T/err"))" \
+check "video fit --codec ae: exit 0, the stages codec (mse) then flow (bpd) ($(head -c 200 "$T/err" | tr "\n" " "))" \
     bash -c "[ $rc = 0 ] && grep -q 'train mse' '$T/err' && grep -q 'train bpd' '$T/err' && grep -q autoencoder '$T/err'"
 j0=$(nfrun video eval ae0.h5 balls.test.h5 --json 2>&1)
 j1=$(nfrun video eval ae.h5 balls.test.h5 --json 2>&1)
