@@ -46,6 +46,9 @@ const char *app_find_digits(char *buf, size_t size);
  * generator, source (when not NULL), seed (when >= 0), n, dim and density "unknown"; atomic. */
 int app_data_save(const char *out, int (*write)(nf_h5 *f, const void *set), const void *set, size_t n, size_t dim,
                   const char *generator, const char *source, long seed);
+/* ", K classes (a 10, b 12, ...)" of a data summary line: the counts of the first ten labels'
+ * classes; nothing without labels. */
+void app_print_classes(const int64_t *labels, size_t n, int n_classes, char *const *names);
 int app_data_show(int argc, char **argv);
 /* Video data (apps/data_videos.c): nf data make video-sprites|video-balls (argv[0] "make", the name
  * anywhere) and whether a word is one of their names; their lines of --list; nf data import of a

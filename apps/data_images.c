@@ -113,6 +113,18 @@ static int save_images(const char *out, const nf_image_set *s, const char *gener
     return app_data_save(out, write_images, s, s->n, nf_image_info_dim(&s->info), generator, source, seed);
 }
 
+void app_print_classes(const int64_t *labels, size_t n, int n_classes, char *const *names)
+{
+    if (!labels || n_classes <= 0) return;
+    printf(", %d classes (", n_classes);
+    for (int k = 0; k < n_classes && k < 10; k++) {
+        size_t count = 0;
+        for (size_t i = 0; i < n; i++) count += labels[i] == k;
+        printf("%s%s %zu", k ? ", " : "", names[k], count);
+    }
+    printf("%s)", n_classes > 10 ? ", ..." : "");
+}
+
 /* "OUT: N images of H x W[ x C], L levels[, K classes (a 10, b 12, ...)]" */
 static void print_summary(const char *out, const char *what, const nf_image_set *s)
 {
@@ -121,15 +133,7 @@ static void print_summary(const char *out, const char *what, const nf_image_set 
            in->h, in->w);
     if (in->c > 1) printf(" x %d", in->c);
     printf(", %d levels", in->levels);
-    if (s->labels && in->n_classes > 0) {
-        printf(", %d classes (", in->n_classes);
-        for (int k = 0; k < in->n_classes && k < 10; k++) {
-            size_t count = 0;
-            for (size_t i = 0; i < s->n; i++) count += s->labels[i] == k;
-            printf("%s%s %zu", k ? ", " : "", s->class_names[k], count);
-        }
-        printf("%s)", in->n_classes > 10 ? ", ..." : "");
-    }
+    app_print_classes(s->labels, s->n, in->n_classes, s->class_names);
     printf("\n");
 }
 

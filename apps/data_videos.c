@@ -102,15 +102,7 @@ static void print_summary(const char *out, const char *what, const nf_video_set 
            s->n == 1 ? "" : "s", in->frames, in->frames == 1 ? "" : "s", in->h, in->w);
     if (in->c > 1) printf(" x %d", in->c);
     printf(", %d levels", in->levels);
-    if (s->labels && in->n_classes > 0) {
-        printf(", %d classes (", in->n_classes);
-        for (int k = 0; k < in->n_classes && k < 10; k++) {
-            size_t count = 0;
-            for (size_t i = 0; i < s->n; i++) count += s->labels[i] == k;
-            printf("%s%s %zu", k ? ", " : "", s->class_names[k], count);
-        }
-        printf("%s)", in->n_classes > 10 ? ", ..." : "");
-    }
+    app_print_classes(s->labels, s->n, in->n_classes, s->class_names);
     printf("\n");
 }
 
