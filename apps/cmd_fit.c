@@ -136,7 +136,7 @@ typedef struct fit_args {
     double val_frac;
     nf_train_config cfg;
     const char *optimizer, *schedule;
-    int steps_set, patience_set;
+    int steps_set, patience_set, dataset_set;
     const char *dependence, *groups, *kinship;   /* --dependence equi|kinship */
     double rho, lambda;
     int per_block, unpooled, learn_lambda, update_every, update_every_set, val_frac_set, dep_flag_set;
@@ -168,7 +168,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &a->out},
         {.name = "--flow", .kind = FLAG_STRING, .dst = &a->flow},
         {.name = "--val", .kind = FLAG_STRING, .dst = &a->val},
-        {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
+        {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset, .seen = &a->dataset_set},
         {.name = "--resume", .kind = FLAG_STRING, .dst = &a->resume},
         {.name = "--target", .kind = FLAG_STRING, .dst = &a->target},
         {.name = "--optimizer", .kind = FLAG_STRING, .dst = &a->optimizer},
@@ -458,6 +458,7 @@ int nf_cmd_fit(int argc, char **argv)
     if ((rc = app_check_not_input(ctx.out, a.data, "data file")) != NF_OK) goto fail;
     if ((rc = app_check_not_input(ctx.out, a.val, "--val file")) != NF_OK) goto fail;
     if ((rc = app_check_not_input(ctx.out, a.kinship, "--kinship file")) != NF_OK) goto fail;
+    if (!resuming && a.data && !a.dataset_set && (rc = app_check_not_images(a.data)) != NF_OK) goto fail;
     if (a.data) {
         size_t dim = model ? (size_t)model->flow->dim : 0, cdim = model ? (size_t)model->ctx_dim : 0;
         if (a.stream && parts > 1) {

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/h5.h"
+
 
 void app_data_free(app_data *d)
 {
@@ -84,6 +86,26 @@ int app_check_outputs_differ(const char *a, const char *what_a, const char *b, c
     if (!a || !b || !app_same_file(a, b)) return NF_OK;
     return nf_error(NF_EINVAL, "%s: the same file as %s and %s (each output needs a file of its own)", b, what_a,
                     what_b);
+}
+
+int app_check_not_images(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    unsigned char magic[8] = {0};
+    int hdf5 = fp && fread(magic, 1, 8, fp) == 8 && !memcmp(magic, "\x89HDF\r\n\x1a\n", 8);
+    if (fp) fclose(fp);
+    nf_h5 *f = NULL;
+    if (!hdf5 || nf_h5_open(&f, path, NULL, 0) != NF_OK) {
+        nf_error_clear();
+        return NF_OK;
+    }
+    int video = nf_h5_attr_exists(f, "/x", "video_shape") == 1, image = nf_h5_attr_exists(f, "/x", "image_shape") == 1;
+    nf_h5_close(f);
+    nf_error_clear();
+    if (!video && !image) return NF_OK;
+    return nf_error(NF_EINVAL, "%s holds %s (/x has %s_shape): fit them with nf %s fit, or give --dataset /x to fit "
+                    "each %s as one flat vector", path, video ? "videos" : "images", video ? "video" : "image",
+                    video ? "video" : "image", video ? "video" : "image");
 }
 
 int app_check_not_input(const char *out, const char *input, const char *what)

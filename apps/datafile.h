@@ -36,5 +36,11 @@ int app_check_not_input(const char *out, const char *input, const char *what);
 /* Refuse two outputs of one command that are the same file (the second would replace the first):
  * what_a and what_b name their options ("-o", "--h5"); a NULL output passes. */
 int app_check_outputs_differ(const char *a, const char *what_a, const char *b, const char *what_b);
+/* nf fit's data: refuse an image or video data file (its /x has image_shape or video_shape), whose
+ * flows are nf image fit's and nf video fit's (a flat flow over every pixel of a video builds dense
+ * d x d layers of hundreds of millions of parameters), naming the command and how to fit the rows as
+ * flat vectors anyway (--dataset /x given explicitly).  Anything else, or a file that cannot be
+ * read (the loader then says why), passes. */
+int app_check_not_images(const char *path);
 
 #endif

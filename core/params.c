@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
 #include "core/simd.h"
 
 nf_params *nf_params_alloc(void) { return nf_calloc(1, sizeof(nf_params), "parameter store"); }
@@ -28,14 +30,29 @@ static int grow(nf_real **a, size_t old_n, size_t new_cap)
     return NF_OK;
 }
 
+/* Half the machine's physical memory in bytes (0 when unknown): a store whose four arrays would
+ * take more than that is refused before it is allocated, since Linux would otherwise grant it
+ * and the process would thrash or be killed long before training started. */
+static double memory_limit(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? 0.5 * (double)pages * (double)page : 0;
+}
+
 int nf_params_add(nf_params *P, const char *name, size_t size, size_t *offset)
 {
     if (strlen(name) >= NF_PARAM_NAME_MAX)
         return nf_error(NF_EINVAL, "parameter name '%s' is longer than %d characters", name, NF_PARAM_NAME_MAX - 1);
     if (nf_params_find(P, name)) return nf_error(NF_EINVAL, "parameter name '%s' is used twice", name);
     if (P->n + size > P->capacity) {
+        double need = 4.0 * sizeof(nf_real) * ((double)P->n + (double)size), limit = memory_limit();
+        if (limit > 0 && need > limit)
+            return nf_error(NF_ENOMEM, "%zu parameters (%s adds %zu) need %.1f GB for their values, gradients and "
+                            "optimizer state, more than half this machine's memory (%.1f GB): choose a smaller "
+                            "model", P->n + size, name, size, need / 1e9, 2 * limit / 1e9);
         size_t cap = P->capacity ? P->capacity : 1024;
         while (cap < P->n + size) cap *= 2;
+        if (limit > 0 && 4.0 * sizeof(nf_real) * (double)cap > limit) cap = P->n + size; /* no doubling past it */
         NF_TRY(grow(&P->value, P->n, cap));
         NF_TRY(grow(&P->grad, P->n, cap));
         NF_TRY(grow(&P->m, P->n, cap));

@@ -202,6 +202,24 @@ START_TEST(test_step_errors)
 }
 END_TEST
 
+/* A store that would take more than half the machine's memory is refused before anything is
+ * allocated, naming the size and the parameter; the store is unchanged and still usable. */
+START_TEST(test_store_too_large)
+{
+    nf_params *P = make_store(3);
+    size_t off = 0, huge = (size_t)1 << 50; /* 2^50 entries: 16 PiB in four arrays */
+    ck_assert_int_eq(nf_params_add(P, "giant.w", huge, &off), NF_ENOMEM);
+    const char *msg = nf_strerror_last();
+    ck_assert_msg(strstr(msg, "giant.w") && strstr(msg, "half this machine's memory") && strstr(msg, "smaller model"),
+                  "message: %s", msg);
+    ck_assert_int_eq(P->n, 3);
+    ck_assert_int_eq(nf_params_add(P, "small.w", 5, &off), NF_OK);
+    ck_assert_int_eq(off, 3);
+    ck_assert_int_eq(P->n, 8);
+    nf_params_free(P);
+}
+END_TEST
+
 /* ---- schedules ---- */
 
 static void expect_lr(const nf_schedule *s, long step, double want)
@@ -277,6 +295,7 @@ static Suite *optim_suite(void)
     tcase_add_test(tc, test_quadratic_converges);
     tcase_add_test(tc, test_clip);
     tcase_add_test(tc, test_step_errors);
+    tcase_add_test(tc, test_store_too_large);
     tcase_add_test(tc, test_schedules);
     suite_add_tcase(s, tc);
     return s;

@@ -127,6 +127,13 @@ cp data.h5 d.train.h5
 expect_err "data split whose output would be its input" \
     "d\.train\.h5: the output is the same file as the input file d\.train\.h5" -- data split d.train.h5 -o d
 check "every input byte-identical after the refusals" test "$before" = "$(hashes)"
+# an image or a video file given to nf fit: the command that models it, unless --dataset /x is explicit
+nfrun data make shapes -n 20 --size 16 -o shapes.h5 >/dev/null 2>&1
+nfrun data make video-balls -n 3 -o balls.h5 >/dev/null 2>&1
+expect_err "fit of an image file" "shapes\.h5 holds images .*nf image fit.*--dataset /x" -- fit shapes.h5 "${FIT[@]}" -o flat.h5
+expect_err "fit of a video file" "balls\.h5 holds videos .*nf video fit.*--dataset /x" -- fit balls.h5 "${FIT[@]}" -o flat.h5
+nfrun fit shapes.h5 --dataset /x "${FIT[@]}" --steps 2 -o flat.h5 2>"$T/err"
+check "with --dataset /x nf fit takes each image as a flat vector ($(head -c 120 "$T/err"))" test -s flat.h5
 # the other commands that write files
 nfrun data make tpp-hawkes1 -o seq.h5 >/dev/null 2>&1
 nfrun tpp fit seq.h5 --steps 3 --threads 1 --quiet -o tpp.h5 2>"$T/err"
