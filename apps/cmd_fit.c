@@ -59,7 +59,9 @@ static const char *const FIT_HELP =
     "                        scale=1, log_z=1.5); options in parentheses: --target \"gmm(dim=10,k=6)\".\n"
     "                        At the end nf fit reports the ELBO, log Z estimated by importance\n"
     "                        sampling (and the true log Z where known) and the effective sample size\n"
-    "  --eval-draws N        draws of q per validation (the same draws every time)   [2048]\n"
+    "  --eval-draws N        draws of q per validation (the same draws every time)   [2048]\n";
+/* The training flags, in a literal of their own (the 4095 characters). */
+static const char *const FIT_HELP_TRAIN =
     "training:\n"
     "  --steps N             stop after N optimizer steps                 [5000]\n"
     "  --epochs N            stop after N passes over the data            [no limit]\n"
@@ -81,6 +83,8 @@ static const char *const FIT_HELP =
     "  --threads N           threads                                      [all cores]\n"
     "  --checkpoint-every N  write the model file every N steps           [500]\n"
     "  --dataset PATH        dataset holding the samples                  [/x]\n"
+    "                        (image and video files go to nf image|video fit; given\n"
+    "                        explicitly, each image or video is fit as one flat vector)\n"
     "  --stream              read the training rows from DATA.h5 batch by batch instead of loading\n"
     "                        them (data larger than memory; the same model as without, slower steps)\n"
     "  --quiet               no progress output\n"
@@ -215,7 +219,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
     const char *pos[2];
     int npos = 0;
     static char help[8192];
-    snprintf(help, sizeof help, "%s%s%s", FIT_HELP, FIT_HELP_DEP, FIT_HELP_END);
+    snprintf(help, sizeof help, "%s%s%s%s", FIT_HELP, FIT_HELP_TRAIN, FIT_HELP_DEP, FIT_HELP_END);
     const flags_cmd fc = {.cmd = cmd, .help = help, .flags = flags, .max_pos = 2};
     int rc = flags_parse(&fc, argc, argv, pos, &npos);
     if (rc != FLAGS_OK) return rc == FLAGS_HELP ? -1 : 2;
