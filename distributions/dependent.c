@@ -573,6 +573,14 @@ static void kin_mirror(double *A, int b)
 
 static int kin_pairs(nf_dep *d, const size_t *idx, int b);
 
+/* A_ij for j <= i of the whole batch, rows split over the thread pool. */
+static void kin_lookup_rows_all(const nf_dep *d, const size_t *idx, int b, double *A)
+{
+    kin_lookup_job J = {.d = d, .idx = idx, .b = b, .A = A};
+    int T = nf_blas_get_threads(), parts = b >= 64 && T > 1 ? T : 1;
+    nf_threads_run(T, parts, kin_lookup_part, &J);
+}
+
 /* A_BB (b x b) from the cache; with several components from the batch's pairs within them (kin_pairs),
  * zero across. */
 static int kin_lookup(nf_dep *d, const size_t *idx, int b, double *A)
@@ -587,9 +595,7 @@ static int kin_lookup(nf_dep *d, const size_t *idx, int b, double *A)
         }
         return NF_OK;
     }
-    kin_lookup_job J = {.d = d, .idx = idx, .b = b, .A = A};
-    int T = nf_blas_get_threads(), parts = b >= 64 && T > 1 ? T : 1;
-    nf_threads_run(T, parts, kin_lookup_part, &J);
+    kin_lookup_rows_all(d, idx, b, A);
     kin_mirror(A, b);
     return NF_OK;
 }
@@ -631,8 +637,8 @@ static void ahead_stop(nf_dep *d)
     d->ahead = NULL;
 }
 
-/* 1 if the last started job reads A_BB of exactly idx[0..b) at lambda lam: then it is finished,
- * mirrored and used up. */
+/* 1 if the last started job reads A_BB of exactly idx[0..b) at lambda lam: then it is finished (its
+ * lower triangle in d->A) and used up. */
 static int ahead_claim(nf_dep *d, const size_t *idx, int b, double lam)
 {
     nf_dep_ahead *q = d->ahead;
@@ -641,8 +647,20 @@ static int ahead_claim(nf_dep *d, const size_t *idx, int b, double lam)
     q->claimable = 0;
     if (q->job.b != b || q->lam != lam || d->cache_lam != lam || memcmp(q->idx, idx, (size_t)b * sizeof *idx))
         return 0;
-    kin_mirror(d->A, b);
     return 1;
+}
+
+/* The estimator's lookups (one component): A_BB's lower triangle into d->A, checked as
+ * nf_dep_precision checks. */
+static int kin_lookup_lower(nf_dep *d, const size_t *idx, int b)
+{
+    ahead_finish(d);
+    if (d->ahead) d->ahead->claimable = 0; /* d->A is written */
+    NF_TRY(check_idx(d, idx, b));
+    NF_TRY(reserve(d, b));
+    NF_TRY(kin_cache(d, d->theta[0]));
+    kin_lookup_rows_all(d, idx, b, d->A);
+    return NF_OK;
 }
 
 /* Indices in range and distinct (d->seen marks them on the way and is cleared after): -1, or the
@@ -1168,7 +1186,7 @@ static double pair_weight(const nf_dep *d, int b) { return b > 1 ? (double)(d->n
  * few; the weights w, w' are recomputed only when lambda changes. */
 static int kin_reserve(nf_dep *d, int b, int p)
 {
-    size_t n = d->n, need = 2 * n * p + 2 * n + 3 * (size_t)b * p + 2 * (size_t)b;
+    size_t n = d->n, need = 2 * n * p + 2 * n + 4 * (size_t)b * p + 2 * (size_t)b;
     if (need > d->cap_kd) {
         double *w = realloc(d->kd, need * sizeof *w);
         if (!w) return nf_error(NF_ENOMEM, "out of memory for a kinship batch of %d points", b);
@@ -1179,7 +1197,7 @@ static int kin_reserve(nf_dep *d, int b, int p)
     return NF_OK;
 }
 
-/* Workspace: w, w' (n each), V, T (n x p each), Y, Y2 (b x p each), a, a' (b each), X (p x b). */
+/* Workspace: w, w' (n each), V, T (n x p each), Y, Y2 (b x p each), a, a' (b each), X, O (p x b each). */
 #define KIN_W(d) ((d)->kd)
 #define KIN_WD(d) ((d)->kd + (d)->n)
 #define KIN_V(d) ((d)->kd + 2 * (d)->n)
@@ -1188,6 +1206,7 @@ static int kin_reserve(nf_dep *d, int b, int p)
 #define KIN_Y2(d, b, p) (KIN_Y(d, p) + (size_t)(b) * (p))
 #define KIN_A(d, b, p) (KIN_Y2(d, b, p) + (size_t)(b) * (p))
 #define KIN_X(d, b, p) (KIN_A(d, b, p) + 2 * (size_t)(b))
+#define KIN_O(d, b, p) (KIN_X(d, b, p) + (size_t)(b) * (p))
 
 static void kin_weights(nf_dep *d)
 {
@@ -1280,6 +1299,50 @@ static void kin_block_times(const double *A, double *out, double *diag, const nf
     }
 }
 
+/* The same product from the lower triangle of A_BB alone (j <= i, what the lookups write): each
+ * entry read once for both of its terms, out_i += A_ij x_j and out_j += A_ij x_i (j < i), the
+ * second into column accumulators O (p x b), so the block is neither mirrored nor read twice. */
+NF_SIMD_CLONES
+static void kin_lower_times(const double *A, double *out, double *diag, const nf_real *z, const nf_real *g, int b,
+                            int p, double *X, double *O)
+{
+    for (int j = 0; j < b; j++)
+        for (int k = 0; k < p; k++) {
+            X[(size_t)k * b + j] = (g ? (double)g[j] : 1.0) * z[(size_t)j * p + k];
+            O[(size_t)k * b + j] = 0;
+        }
+    for (int i = 0; i < b; i++) {
+        const double *Ai = A + (size_t)i * b;
+        if (diag) diag[i] = Ai[i];
+        if (p == 2) { /* the common case (2-D data): both dimensions in one pass over the row */
+            const double *x0 = X, *x1 = X + b, xi0 = x0[i], xi1 = x1[i];
+            double *o0 = O, *o1 = O + b, s0 = Ai[i] * xi0, s1 = Ai[i] * xi1;
+#pragma omp simd reduction(+ : s0, s1)
+            for (int j = 0; j < i; j++) {
+                s0 += Ai[j] * x0[j];
+                s1 += Ai[j] * x1[j];
+                o0[j] += Ai[j] * xi0;
+                o1[j] += Ai[j] * xi1;
+            }
+            o0[i] += s0;
+            o1[i] += s1;
+            continue;
+        }
+        for (int k = 0; k < p; k++) {
+            const double *x = X + (size_t)k * b, xi = x[i];
+            double *o = O + (size_t)k * b, sum = Ai[i] * xi;
+#pragma omp simd reduction(+ : sum)
+            for (int j = 0; j < i; j++) {
+                sum += Ai[j] * x[j];
+                o[j] += Ai[j] * xi;
+            }
+            o[i] += sum;
+        }
+    }
+    for (int i = 0; i < b; i++)
+        for (int k = 0; k < p; k++) out[(size_t)i * p + k] = O[(size_t)k * b + i];
+}
+
 /* Several components with the cached precision: the batch's A_BB as its nonzero entries only, the
  * pairs j < i within one component (one in seven of all pairs for families of up to 1,000 in 5,000
  * points) and the diagonal, in d->pair_ij / d->pair_a, instead of a dense b x b block: the estimator
@@ -1370,12 +1433,9 @@ static int kin_log_prob(nf_dep *d, nf_real *t, const nf_real *z, const size_t *i
         NF_TRY(kin_pairs(d, idx, b));
         kin_pair_times(d, Y, a, z, NULL, b, p);
     } else if (d->use_cache) {
-        /* A_BB read beside the forward pass (nf_dep_batch_prepare), or now */
-        if (!ahead_claim(d, idx, b, d->theta[0])) {
-            NF_TRY(reserve(d, b)); /* before d->A is read: it may move */
-            NF_TRY(nf_dep_precision(d, d->theta, idx, b, d->A, NULL));
-        }
-        kin_block_times(d->A, Y, a, z, NULL, b, p, KIN_X(d, b, p));
+        /* A_BB's lower triangle read beside the forward pass (nf_dep_batch_prepare), or now */
+        if (!ahead_claim(d, idx, b, d->theta[0])) NF_TRY(kin_lookup_lower(d, idx, b));
+        kin_lower_times(d->A, Y, a, z, NULL, b, p, KIN_X(d, b, p), KIN_O(d, b, p));
     } else {
         NF_TRY(check_idx(d, idx, b));
         kin_weights(d);
@@ -1409,7 +1469,7 @@ static int kin_backward(nf_dep *d, nf_real *dz, double *dlam, const nf_real *dt,
         if (d->use_cache && d->n_comp > 1) {
             kin_pair_times(d, Y2, NULL, z, dt, b, p);
         } else if (d->use_cache) {
-            kin_block_times(d->A, Y2, NULL, z, dt, b, p, KIN_X(d, b, p));
+            kin_lower_times(d->A, Y2, NULL, z, dt, b, p, KIN_X(d, b, p), KIN_O(d, b, p));
         } else {
             double *S = KIN_T(d, p);
             kin_gather(d, S, z, dt, idx, b, p);
