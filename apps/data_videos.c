@@ -208,21 +208,7 @@ int app_data_import_videos(int argc, char **argv)
 
 /* ---- show ------------------------------------------------------------------------------------- */
 
-int app_is_video_file(const char *path)
-{
-    nf_h5 *f;
-    FILE *fp = fopen(path, "rb");
-    unsigned char magic[8] = {0};
-    int hdf5 = fp && fread(magic, 1, 8, fp) == 8 && !memcmp(magic, "\x89HDF\r\n\x1a\n", 8);
-    if (fp) fclose(fp);
-    int is = hdf5 && nf_h5_open(&f, path, NULL, 0) == NF_OK;
-    if (is) {
-        is = nf_video_file_is(f);
-        nf_h5_close(f);
-    }
-    nf_error_clear();
-    return is;
-}
+int app_is_video_file(const char *path) { return app_x_has_attr(path, "video_shape"); }
 
 int app_data_show_is_video(int argc, char **argv)
 {

@@ -88,20 +88,25 @@ int app_check_outputs_differ(const char *a, const char *what_a, const char *b, c
                     what_b);
 }
 
-int app_check_not_images(const char *path)
+int app_x_has_attr(const char *path, const char *attr)
 {
     FILE *fp = fopen(path, "rb");
     unsigned char magic[8] = {0};
     int hdf5 = fp && fread(magic, 1, 8, fp) == 8 && !memcmp(magic, "\x89HDF\r\n\x1a\n", 8);
     if (fp) fclose(fp);
     nf_h5 *f = NULL;
-    if (!hdf5 || nf_h5_open(&f, path, NULL, 0) != NF_OK) {
-        nf_error_clear();
-        return NF_OK;
+    int has = hdf5 && nf_h5_open(&f, path, NULL, 0) == NF_OK;
+    if (has) {
+        has = nf_h5_exists(f, "/x") == 1 && nf_h5_attr_exists(f, "/x", attr) == 1;
+        nf_h5_close(f);
     }
-    int video = nf_h5_attr_exists(f, "/x", "video_shape") == 1, image = nf_h5_attr_exists(f, "/x", "image_shape") == 1;
-    nf_h5_close(f);
     nf_error_clear();
+    return has;
+}
+
+int app_check_not_images(const char *path)
+{
+    int video = app_x_has_attr(path, "video_shape"), image = !video && app_x_has_attr(path, "image_shape");
     if (!video && !image) return NF_OK;
     return nf_error(NF_EINVAL, "%s holds %s (/x has %s_shape): fit them with nf %s fit, or give --dataset /x to fit "
                     "each %s as one flat vector", path, video ? "videos" : "images", video ? "video" : "image",

@@ -36,6 +36,9 @@ int app_check_not_input(const char *out, const char *input, const char *what);
 /* Refuse two outputs of one command that are the same file (the second would replace the first):
  * what_a and what_b name their options ("-o", "--h5"); a NULL output passes. */
 int app_check_outputs_differ(const char *a, const char *what_a, const char *b, const char *what_b);
+/* 1 if path is an HDF5 file whose dataset /x carries the attribute attr ("video_shape",
+ * "image_shape"); 0 otherwise, including files that cannot be read (no error is left set). */
+int app_x_has_attr(const char *path, const char *attr);
 /* nf fit's data: refuse an image or video data file (its /x has image_shape or video_shape), whose
  * flows are nf image fit's and nf video fit's (a flat flow over every pixel of a video builds dense
  * d x d layers of hundreds of millions of parameters), naming the command and how to fit the rows as

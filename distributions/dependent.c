@@ -573,17 +573,9 @@ static void kin_mirror(double *A, int b)
 
 static int kin_pairs(nf_dep *d, const size_t *idx, int b);
 
-/* A_ij for j <= i of the whole batch, rows split over the thread pool. */
-static void kin_lookup_rows_all(const nf_dep *d, const size_t *idx, int b, double *A)
-{
-    kin_lookup_job J = {.d = d, .idx = idx, .b = b, .A = A};
-    int T = nf_blas_get_threads(), parts = b >= 64 && T > 1 ? T : 1;
-    nf_threads_run(T, parts, kin_lookup_part, &J);
-}
-
 /* A_BB (b x b) from the cache; with several components from the batch's pairs within them (kin_pairs),
- * zero across. */
-static int kin_lookup(nf_dep *d, const size_t *idx, int b, double *A)
+ * zero across.  With one component, only the lower triangle (j <= i) unless mirror. */
+static int kin_lookup(nf_dep *d, const size_t *idx, int b, double *A, int mirror)
 {
     if (d->n_comp > 1) {
         NF_TRY(kin_pairs(d, idx, b));
@@ -595,8 +587,10 @@ static int kin_lookup(nf_dep *d, const size_t *idx, int b, double *A)
         }
         return NF_OK;
     }
-    kin_lookup_rows_all(d, idx, b, A);
-    kin_mirror(A, b);
+    kin_lookup_job J = {.d = d, .idx = idx, .b = b, .A = A};
+    int T = nf_blas_get_threads(), parts = b >= 64 && T > 1 ? T : 1;
+    nf_threads_run(T, parts, kin_lookup_part, &J);
+    if (mirror) kin_mirror(A, b);
     return NF_OK;
 }
 
@@ -648,19 +642,6 @@ static int ahead_claim(nf_dep *d, const size_t *idx, int b, double lam)
     if (q->job.b != b || q->lam != lam || d->cache_lam != lam || memcmp(q->idx, idx, (size_t)b * sizeof *idx))
         return 0;
     return 1;
-}
-
-/* The estimator's lookups (one component): A_BB's lower triangle into d->A, checked as
- * nf_dep_precision checks. */
-static int kin_lookup_lower(nf_dep *d, const size_t *idx, int b)
-{
-    ahead_finish(d);
-    if (d->ahead) d->ahead->claimable = 0; /* d->A is written */
-    NF_TRY(check_idx(d, idx, b));
-    NF_TRY(reserve(d, b));
-    NF_TRY(kin_cache(d, d->theta[0]));
-    kin_lookup_rows_all(d, idx, b, d->A);
-    return NF_OK;
 }
 
 /* Indices in range and distinct (d->seen marks them on the way and is cleared after): -1, or the
@@ -724,7 +705,9 @@ int nf_dep_kinship_cache(nf_dep *d, int on)
     return NF_OK;
 }
 
-int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, double *A, double *dA)
+/* nf_dep_precision; lower: a kinship A from the cache with one component gets its lower triangle
+ * only (what the estimator reads, kin_lower_times). */
+static int precision(nf_dep *d, const double *theta, const size_t *idx, int b, double *A, double *dA, int lower)
 {
     ahead_finish(d);
     if (d->ahead) d->ahead->claimable = 0; /* d->A may be written */
@@ -734,7 +717,7 @@ int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, d
     if (d->kind == NF_DEP_KINSHIP) {
         if (A && d->use_cache) {
             NF_TRY(kin_cache(d, theta[0]));
-            NF_TRY(kin_lookup(d, idx, b, A));
+            NF_TRY(kin_lookup(d, idx, b, A, !lower));
         } else if (A) {
             kinship_block(d, theta[0], idx, b, A, 0);
         }
@@ -758,6 +741,11 @@ int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, d
         }
     }
     return NF_OK;
+}
+
+int nf_dep_precision(nf_dep *d, const double *theta, const size_t *idx, int b, double *A, double *dA)
+{
+    return precision(d, theta, idx, b, A, dA, 0);
 }
 
 /* ---- the alternating update: the parameters that maximise the joint of given latents ------------
@@ -1434,7 +1422,10 @@ static int kin_log_prob(nf_dep *d, nf_real *t, const nf_real *z, const size_t *i
         kin_pair_times(d, Y, a, z, NULL, b, p);
     } else if (d->use_cache) {
         /* A_BB's lower triangle read beside the forward pass (nf_dep_batch_prepare), or now */
-        if (!ahead_claim(d, idx, b, d->theta[0])) NF_TRY(kin_lookup_lower(d, idx, b));
+        if (!ahead_claim(d, idx, b, d->theta[0])) {
+            NF_TRY(reserve(d, b)); /* before d->A is read: it may move */
+            NF_TRY(precision(d, d->theta, idx, b, d->A, NULL, 1));
+        }
         kin_lower_times(d->A, Y, a, z, NULL, b, p, KIN_X(d, b, p), KIN_O(d, b, p));
     } else {
         NF_TRY(check_idx(d, idx, b));
