@@ -598,6 +598,46 @@ START_TEST(test_batch_gradients)
 }
 END_TEST
 
+/* The backward is linear in dt: with every dt the same (training's batch mean) it takes a shortcut
+ * (Y' = dt Y, no pass over the batch), which must equal the sum of the backwards of the one-hot dt. */
+static void check_uniform_dt(nf_dep *d, const size_t *idx, int b, int p)
+{
+    nf_real u = -0.385, z[64], t[16], dt[16], dz[64], sum[64] = {0}, uni[64] = {0};
+    nf_test_fill_normal(z, (size_t)b * p, 1.1, 93);
+    ck_assert_int_eq(nf_dep_batch_log_prob(d, &u, t, z, idx, b, p), NF_OK);
+    for (int r = 0; r < b; r++) {
+        for (int i = 0; i < b; i++) dt[i] = i == r ? (nf_real)-0.75 : 0;
+        memset(dz, 0, sizeof dz);
+        ck_assert_int_eq(nf_dep_batch_backward(d, &u, dz, NULL, dt, z, idx, b, p), NF_OK);
+        for (int k = 0; k < b * p; k++) sum[k] += dz[k];
+    }
+    for (int i = 0; i < b; i++) dt[i] = (nf_real)-0.75;
+    ck_assert_int_eq(nf_dep_batch_backward(d, &u, uni, NULL, dt, z, idx, b, p), NF_OK);
+    for (int k = 0; k < b * p; k++)
+        ck_assert_msg(nf_test_relerr(uni[k], sum[k], 1e-2) < TOL, "dz[%d] = %g with one dt, %g summed", k,
+                      (double)uni[k], (double)sum[k]);
+}
+
+START_TEST(test_uniform_dt)
+{
+    size_t n = 9, idx[] = {4, 1, 8, 6, 5, 0, 2};
+    double *K = kinship_matrix(n, 6, 41);
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+    check_uniform_dt(d, idx, 7, 2); /* through the eigenbasis */
+    ck_assert_int_eq(nf_dep_kinship_cache(d, 1), NF_OK);
+    check_uniform_dt(d, idx, 7, 3); /* the cached block */
+    nf_dep_free(d);
+    free(K);
+    K = kinship_families(n, 41);
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+    ck_assert_int_eq(nf_dep_kinship_cache(d, 1), NF_OK);
+    check_uniform_dt(d, idx, 7, 2); /* the pairs within families */
+    nf_dep_free(d);
+    free(K);
+}
+END_TEST
+
 /* As a flow's base: without indices the marginal N(0, I); with them the estimator, and the flow's
  * parameter gradients (theta included) match finite differences of sum_i w_i log p_i. */
 START_TEST(test_flow_base)
@@ -782,6 +822,7 @@ static Suite *dependent_suite(void)
     tcase_add_test(tc, test_iid_limits);
     tcase_add_test(tc, test_unbiased);
     tcase_add_test(tc, test_batch_gradients);
+    tcase_add_test(tc, test_uniform_dt);
     tcase_add_test(tc, test_flow_base);
     tcase_add_test(tc, test_lookup_ahead);
     tcase_add_test(tc, test_kinship_errors);

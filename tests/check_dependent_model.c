@@ -295,12 +295,10 @@ static void cholesky_lower(double *L, const double *S, size_t n)
         }
 }
 
-/* Rows x = M z + mu with z ~ N(0, I_2 kron Sigma), Sigma = 0.5 I + 0.5 K: the trainer's alternating
- * updates recover lambda, at the scheduled steps 100, 200, 400 and 800 of 1500. */
-START_TEST(test_recovers_lambda)
+/* n rows x = M z + mu with z ~ N(0, I_2 kron Sigma), Sigma = lambda I + (1 - lambda) K, K = B B^T
+ * (rank r) with unit diagonal: one connected component.  *K_out (n x n) and *x_out (n x 2) are new. */
+static void kinship_rows(size_t n, size_t r, double lambda, double **K_out, nf_real **x_out)
 {
-    const size_t n = 300, r = 40;
-    const double lambda = 0.5;
     nf_real *B = malloc(n * r * sizeof *B), *e = malloc(n * 2 * sizeof *e), *x = malloc(n * 2 * sizeof *x);
     double *K = malloc(n * n * sizeof *K), *L = calloc(n * n, sizeof *L);
     nf_test_fill_normal(B, n * r, 1.0, 31);
@@ -325,6 +323,20 @@ START_TEST(test_recovers_lambda)
         x[2 * i] = (nf_real)(1.3 * z0 - 0.7);
         x[2 * i + 1] = (nf_real)(0.5 * z0 + 0.9 * z1 + 2.0);
     }
+    free(B), free(e), free(L);
+    *K_out = K;
+    *x_out = x;
+}
+
+/* The trainer's alternating updates recover lambda (0.5) at the scheduled steps 100, 200, 400 and 800
+ * of 1500. */
+START_TEST(test_recovers_lambda)
+{
+    const size_t n = 300;
+    const double lambda = 0.5;
+    double *K;
+    nf_real *x;
+    kinship_rows(n, 40, lambda, &K, &x);
     nf_dep *d;
     ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
     nf_model *m;
@@ -343,7 +355,45 @@ START_TEST(test_recovers_lambda)
                   "steps %g, next update %g (expected 1500, 1600)", (double)m->S->value[sl->offset],
                   (double)m->S->value[sl->offset + 1]);
     nf_model_free(m);
-    free(B), free(e), free(x), free(K), free(L);
+    free(x), free(K);
+}
+END_TEST
+
+/* A learned lambda on one component (deferred_table in model_dependent.c): until the third update's step
+ * (here 30 of updates every 10) the batches go through the eigenbasis and no n x n table exists; from
+ * then on they read the table, built at that update's lambda.  A fixed lambda reads the table from the
+ * first step. */
+START_TEST(test_deferred_table)
+{
+    const size_t n = 200;
+    double *K;
+    nf_real *x;
+    kinship_rows(n, 30, 0.5, &K, &x);
+    for (int steps = 25; steps <= 60; steps += 35) {
+        nf_dep *d;
+        ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+        ck_assert_int_eq(d->n_comp, 1);
+        nf_model *m;
+        ck_assert_int_eq(nf_model_dependent_create(&m, "actnorm, lu", 2, 0, 3, d, 0.2, 1, 10), NF_OK);
+        ck_assert_int_eq(d->use_cache, 0);
+        train_rows(m, x, n, steps, 0);
+        double theta;
+        ck_assert_int_eq(nf_model_dependent_describe(m, NULL, NULL, NULL, NULL, &theta, 1), NF_OK);
+        if (steps < 30) { /* (lambda set by the updates at steps 10 and 20, and once more at the end) */
+            ck_assert_msg(!d->use_cache && !d->Acache, "a table before the third update (%d steps)", steps);
+            ck_assert_msg(fabs(theta - 0.2) > 0.05, "lambda %g: not updated from 0.2 in %d steps", theta, steps);
+        } else {
+            ck_assert_msg(d->use_cache && d->Acache, "no table after %d steps", steps);
+        }
+        nf_model_free(m);
+    }
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, n, n, n), NF_OK);
+    nf_model *m;
+    ck_assert_int_eq(nf_model_dependent_create(&m, "actnorm, lu", 2, 0, 3, d, 0.5, 0, 0), NF_OK);
+    ck_assert_int_eq(d->use_cache, 1);
+    nf_model_free(m);
+    free(x), free(K);
 }
 END_TEST
 
@@ -622,6 +672,7 @@ static Suite *dependent_model_suite(void)
     tcase_add_loop_test(tc, test_recovers_rho, 0, 2);
     tcase_add_test(tc, test_final_theta);
     tcase_add_test(tc, test_recovers_lambda);
+    tcase_add_test(tc, test_deferred_table);
     tcase_add_loop_test(tc, test_data_kinship, 0, 2);
     tcase_add_test(tc, test_save_open_attach);
     tcase_add_test(tc, test_errors);

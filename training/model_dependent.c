@@ -19,6 +19,8 @@ typedef struct {
     size_t sched_off;     /* update_every != 0: in S, the steps taken and the step of the next update */
     size_t ml_off;        /* pooled per-block rho, updated: in S, the blocks' maximisers (n_params), then
                              the pooling's prior (mu, s; s = 0 before the first update) */
+    double table_from;    /* a learned lambda on one component: the step from which batches read the
+                             cached precision (through the eigenbasis before; deferred_table) */
     nf_dep_source src;    /* where the structure comes from; src.path "" if unknown */
     nf_real *logp;        /* (cap) evaluation buffer */
     int cap;
@@ -68,6 +70,20 @@ static double next_update(const dep_state *st, double step)
     return (floor(step / every) + 1) * every; /* on the multiples, also after an update that waited */
 }
 
+/* A learned lambda on a K of one component (every pair related) moves most in its first updates
+ * (pedigree sets: by 0.035-0.045 at step 100 and 0.02 at step 200, then 0.001-0.01 an update), and each
+ * move of the cached precision costs a rebuild of the whole n x n table (n^3 / 2 multiply-adds, 1.3 s
+ * at n = 5,000 on one core: thousands of steps).  So until the third update such a fit's batches go
+ * through the eigenbasis (O(b n p) a batch, about 0.7 ms at b = 256, n = 5,000, no table), and the
+ * table is built once, at the third update's lambda; a later move of more than NF_DEP_UPDATE_TOL still
+ * rebuilds it.  Both ways give the same estimator; the step count decides, so a resumed fit takes the
+ * same way as an uninterrupted one.  With several components a rebuild costs the sum of their m^3 and
+ * the table is used from the start. */
+static int deferred_table(const dep_state *st, const nf_dep *dep)
+{
+    return alternating(st) && dep->kind == NF_DEP_KINSHIP && dep->n_comp == 1;
+}
+
 /* The flow of `spec` on the standard normal, whose base is then replaced by a dependent base with
  * the structure's parameters (theta = sigmoid(u), u starting at logit(theta0)). */
 static int build(nf_model *m, const char *spec, int dim, int ctx_dim, uint64_t seed, double theta0)
@@ -90,6 +106,7 @@ static int build(nf_model *m, const char *spec, int dim, int ctx_dim, uint64_t s
     if (alternating(st)) {
         NF_TRY(nf_params_add(m->S, "dependence.update_schedule", 2, &st->sched_off));
         m->S->value[st->sched_off + 1] = (nf_real)next_update(st, 0);
+        st->table_from = next_update(st, next_update(st, next_update(st, 0)));
     }
     if (pooled_updates(st)) {
         NF_TRY(nf_params_add(m->S, "dependence.rho_maximisers", (size_t)st->n_params + 2, &st->ml_off));
@@ -115,14 +132,28 @@ static int best_theta_for(dep_state *st, nf_model *m, const nf_real *z, int p, d
     return rc;
 }
 
-/* Hand the structure to the base; a fixed or alternately updated lambda keeps the whole kinship
- * precision (O(b^2) batches). */
-static int use_structure(nf_model *m, nf_dep *dep)
+/* The steps taken so far (alternating updates only). */
+static double steps_taken(const nf_model *m)
 {
     const dep_state *st = m->state;
-    if (dep->kind == NF_DEP_KINSHIP && (!st->learn || alternating(st)) && dep->n <= 16384)
-        NF_TRY(nf_dep_kinship_cache(dep, 1));
-    return nf_dist_dependent_attach(&m->flow->base, dep);
+    return m->S->value[st->sched_off];
+}
+
+/* Whether batches read the cached whole kinship precision (O(b^2) a batch): with a fixed or
+ * alternately updated lambda (up to 16,384 points), but for a learned lambda on one component only from
+ * the table_from-th step (deferred_table). */
+static int wants_table(const nf_model *m, const nf_dep *dep)
+{
+    const dep_state *st = m->state;
+    if (dep->kind != NF_DEP_KINSHIP || !(!st->learn || alternating(st)) || dep->n > 16384) return 0;
+    return !deferred_table(st, dep) || steps_taken(m) + 1 >= st->table_from;
+}
+
+/* Hand the structure to the base, with the cached precision if the fit reads it (wants_table). */
+static int use_structure(nf_model *m, nf_dep *dep)
+{
+    NF_TRY(nf_dist_dependent_attach(&m->flow->base, dep));
+    return nf_dep_kinship_cache(dep, wants_table(m, dep));
 }
 
 static int alloc_model(nf_model **out)
@@ -250,13 +281,16 @@ int nf_model_dependent_update_every(const nf_model *m)
 
 /* At the scheduled steps, once every point has a latent: theta = the maximiser of the joint of the
  * latest latents with their scale profiled out (nf_dep_best_theta); a kinship lambda is kept unless
- * it moved by more than NF_DEP_UPDATE_TOL (each change costs a rebuild of the n x n precision).  A
+ * it moved by more than NF_DEP_UPDATE_TOL (each change costs a rebuild of the n x n precision), except
+ * while a deferred table has not been read yet (deferred_table: a move then costs nothing).  A
  * failure (out of memory) leaves theta where it is and tries again next step.  The counters are
  * floats in S: exact to 2^24 steps, after which the updates stop. */
 static void dependent_before_step(nf_model *m)
 {
     dep_state *st = m->state;
     if (!alternating(st) || !st->dep) return;
+    if (deferred_table(st, st->dep) && !st->dep->use_cache && wants_table(m, st->dep))
+        (void)nf_dep_kinship_cache(st->dep, 1); /* the table is built at the first batch that reads it */
     nf_real *sched = m->S->value + st->sched_off, *z, *u;
     sched[0] += 1;
     if (sched[0] < sched[1]) return;
@@ -265,13 +299,14 @@ static void dependent_before_step(nf_model *m)
     if (nf_dist_dependent_latents(&m->flow->base, &z, &complete) != NF_OK || !complete) return; /* wait for all */
     if (nf_dist_dependent_params(&m->flow->base, NULL, &u, NULL) != NF_OK) return;
     const int np = st->n_params;
+    const int keep_small = st->kind == NF_DEP_KINSHIP && (!deferred_table(st, st->dep) || sched[0] > st->table_from);
     double *theta = malloc(2 * (size_t)np * sizeof *theta), *old = theta + np;
     if (!theta) return;
     nf_dep_theta(st->dep, u, old);
     memcpy(theta, old, (size_t)np * sizeof *theta);
     if (best_theta_for(st, m, z, p, theta, NF_DEP_UPDATE_SWEEPS) == NF_OK) {
         for (int k = 0; k < np; k++)
-            if (st->kind == NF_DEP_EQUI || fabs(theta[k] - old[k]) > NF_DEP_UPDATE_TOL)
+            if (!keep_small || fabs(theta[k] - old[k]) > NF_DEP_UPDATE_TOL)
                 u[k] = (nf_real)log(theta[k] / (1 - theta[k]));
         sched[1] = (nf_real)next_update(st, sched[0]);
     }
