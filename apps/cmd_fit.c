@@ -107,8 +107,9 @@ static const char *const FIT_HELP_DEP =
     "  --learn-lambda        kinship: learn lambda, starting at --lambda\n"
     "  --update-every N      a learned rho or lambda is set to the best value for the latest latents\n"
     "                        of all rows every N steps, rho every N/10 in the first 5N (default:\n"
-    "                        rho N = 100; lambda at steps 100, 200, 400, ..., as a new lambda costs\n"
-    "                        an n x n rebuild), and once more for the final flow when the run\n"
+    "                        rho N = 100; lambda at steps 100, 200, 400, ...: on one component its\n"
+    "                        n x n precision is built at the third update, and later moves of more\n"
+    "                        than 0.02 rebuild it), and once more for the final flow when the run\n"
     "                        ends; 0: trained by gradient with the flow instead\n";
 /* The rest of the help: one literal of it all would pass the 4095 characters C99 promises. */
 static const char *const FIT_HELP_END =

@@ -14,8 +14,12 @@
  * what that costs depends on n and b, not on K's values; the eigendecomposition and the precision
  * build, once before timing, take about a minute with Debian's OpenBLAS), or K in families, the K of
  * `nf data make dependent-crescent --structure kinship --seed 1` (entries read within families only).
+ * With `eigen`, the kinship ways go through the eigenbasis instead of the cached precision (what a
+ * learned lambda on one component does before its third update: two passes over the batch's rows of
+ * U, no n x n table).  Last, the time of one update of a learned lambda (nf_dep_best_theta on all n
+ * latents: a pass over U in double), median of 5.
  *
- *   make bench-build && build/float/bench/bench_dependent [THREADS (2)] [BLOCKS (30)] [tridiagonal|families]
+ *   make bench-build && build/float/bench/bench_dependent [THREADS (2)] [BLOCKS (30)] [tridiagonal|families] [eigen]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,9 +57,9 @@ int main(int argc, char **argv)
 {
     const int threads = argc > 1 ? atoi(argv[1]) : 2, blocks = argc > 2 ? atoi(argv[2]) : 30;
     const char *structure = argc > 3 ? argv[3] : "tridiagonal";
-    const int families = !strcmp(structure, "families");
-    if (threads < 1 || blocks < 1 || (!families && strcmp(structure, "tridiagonal"))) {
-        fprintf(stderr, "usage: bench_dependent [THREADS >= 1] [BLOCKS >= 1] [tridiagonal|families]\n");
+    const int families = !strcmp(structure, "families"), eigen = argc > 4 && !strcmp(argv[4], "eigen");
+    if (threads < 1 || blocks < 1 || (!families && strcmp(structure, "tridiagonal")) || (argc > 4 && !eigen)) {
+        fprintf(stderr, "usage: bench_dependent [THREADS >= 1] [BLOCKS >= 1] [tridiagonal|families] [eigen]\n");
         return 2;
     }
     double *K = calloc((size_t)N * N, sizeof *K);
@@ -83,7 +87,7 @@ int main(int argc, char **argv)
     nf_dep *d;
     if (nf_dep_kinship_create(&d, K, N, N, N) != NF_OK) die("kinship structure");
     free(K);
-    if (nf_dep_kinship_cache(d, 1) != NF_OK) die("precision cache");
+    if (nf_dep_kinship_cache(d, !eigen) != NF_OK) die("precision cache");
     nf_flow *f;
     const char *spec = "affine-coupling(hidden=64), affine-coupling(hidden=64), affine-coupling(hidden=64), "
                        "affine-coupling(hidden=64), affine-coupling(hidden=64), affine-coupling(hidden=64)";
@@ -96,7 +100,8 @@ int main(int argc, char **argv)
     nf_blas_set_threads(threads);
     unsigned s = 11;
     for (size_t i = 0; i < 2 * (size_t)N; i++) X[i] = (nf_real)((s = s * 1103515245u + 12345u) >> 8 & 1023) / 512 - 1;
-    static const char *const way[3] = {"i.i.d.", "kinship, lookups in step", "kinship, lookups ahead"};
+    const char *const way[3] = {"i.i.d.", eigen ? "kinship, eigenbasis" : "kinship, lookups in step",
+                                eigen ? "kinship, eigenbasis (prepare: nothing to read)" : "kinship, lookups ahead"};
     for (int blk = 0; blk < blocks; blk++)
         for (int w = 0; w < 3; w++) {
             nf_dep_lookahead(d, w == 2);
@@ -130,6 +135,14 @@ int main(int argc, char **argv)
         printf("| %d | %s | %.3f (%.3f-%.3f) | %.2fx |\n", threads, way[w], med, m[blocks / 4], m[3 * blocks / 4],
                med / iid);
     }
+    double upd[5];
+    for (int r = 0; r < 5; r++) {
+        double theta = 0.5, t0 = now();
+        if (nf_dep_best_theta(d, X, 2, &theta, 3) != NF_OK) die("lambda update");
+        upd[r] = (now() - t0) * 1e3;
+    }
+    qsort(upd, 5, sizeof *upd, by_value);
+    printf("\none update of a learned lambda (all %d latents): %.1f ms (median of 5)\n", N, upd[2]);
     nf_flow_free(f);
     nf_dep_free(d);
     free(X), free(xb), free(idx), free(used), free(ms);

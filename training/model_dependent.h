@@ -34,7 +34,9 @@ extern const nf_model_type nf_model_dependent;
  * steps to the maximiser of the joint of all rows' latest latents (model_dependent.c) at steps
  * update_every, 2 update_every, ..., or with NF_DEP_UPDATE_DOUBLING at steps 100, 200, 400, 800, ...;
  * update_every = 0 trains it by gradient with the flow instead.  An update that moves a kinship
- * lambda by at most NF_DEP_UPDATE_TOL keeps the old value (saving a rebuild of the precision). */
+ * lambda by at most NF_DEP_UPDATE_TOL keeps the old value (saving a rebuild of the precision), except
+ * on a K of one component before the third update, whose batches go through the eigenbasis until then
+ * (model_dependent.c deferred_table). */
 #define NF_DEP_UPDATE_DOUBLING (-1)
 /* 0.02: after its first updates a learned lambda moves by 0.002-0.01 an update (pedigree sets), and on
  * a K of one component each kept move rebuilt the n x n precision (about a second at n = 5,000) for a
