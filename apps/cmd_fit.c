@@ -353,9 +353,13 @@ static int build_dependent(const char *cmd, fit_args *a, fit_ctx *ctx, const nf_
         else if (families > 1)
             fprintf(stderr, "nf fit: kinship over %zu rows in %d families of relatives (the largest %zu rows), each "
                     "with its own eigenpairs and precision\n", dep->n, families, largest);
+        else if (a->learn_lambda && a->update_every_set && !a->update_every)
+            fprintf(stderr, "nf fit: kinship over %zu rows, all related: lambda by gradient, so batches go "
+                    "through the eigenbasis (O(b n) a batch)\n", dep->n);
         else
             fprintf(stderr, "nf fit: kinship over %zu rows, all related: batches read the whole %zu x %zu "
-                    "precision\n", dep->n, dep->n, dep->n);
+                    "precision%s\n", dep->n, dep->n, dep->n,
+                    a->learn_lambda ? " from lambda's third update on (through the eigenbasis before)" : "");
     }
     double theta0 = s.kind == NF_DEP_EQUI ? a->rho : a->lambda;
     int rc = nf_model_dependent_create(model, full, train->dim, train->ctx_dim, a->cfg.seed, dep, theta0,
