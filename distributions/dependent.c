@@ -49,6 +49,7 @@ void nf_dep_free(nf_dep *d)
     free(d->M);
     free(d->W);
     free(d->kd);
+    free(d->kpart);
     free(d->Acache);
     free(d->blk);
     free(d->seen);
@@ -1024,14 +1025,15 @@ static int equi_pool(profile_ctx *c, double *theta, double *rest, double *prior)
  * last-level cache, by kin_scatter. */
 enum { KIN_ROWS = 4, KIN_CHUNK = 512 };
 
-/* One component: r[j n + k] += sum_i U_ik Z_ij and v[k] += sum_i U_ik, the rows of U (in double, n^2
- * values: 200 MB at n = 5,000, read once) four at a time, k in chunks as in kin_gather (about 2.3
- * times faster than a row at a time with p strided sums: a learned lambda's update is this pass). */
+/* One component: r[j n + k] += sum_i U_ik Z_ij and v[k] += sum_i U_ik over the rows i0 <= i < i1 of U
+ * (in double; all n^2 values are 200 MB at n = 5,000, read once) four at a time, k in chunks as in
+ * kin_gather (about 2.3 times faster than a row at a time with p strided sums: a learned lambda's
+ * update is this pass). */
 NF_SIMD_CLONES
-static void kin_rotate_dense(const nf_dep *d, const nf_real *Z, int p, double *r, double *v)
+static void kin_rotate_rows(const nf_dep *d, const nf_real *Z, int p, double *r, double *v, size_t i0, size_t i1)
 {
     const size_t n = d->n;
-    for (size_t i0 = 0; i0 < n; i0 += KIN_ROWS) {
+    for (; i0 < i1; i0 += KIN_ROWS) {
         const size_t m = n - i0 < KIN_ROWS ? n - i0 : KIN_ROWS;
         const double *U[KIN_ROWS];
         double one[KIN_ROWS];
@@ -1052,6 +1054,46 @@ static void kin_rotate_dense(const nf_dep *d, const nf_real *Z, int p, double *r
             }
         }
     }
+}
+
+/* kin_rotate_rows over all n rows, split by row groups over the thread pool, each further part
+ * summing into its own (p + 1, n) added at the end (one thread if there is no room for those). */
+typedef struct {
+    const nf_dep *d;
+    const nf_real *Z;
+    int p;
+    double *r, *v, *parts; /* parts: (nparts - 1) x (p + 1) x n */
+} kin_rotate_job;
+
+static void kin_rotate_part(void *arg, int part, int nparts)
+{
+    const kin_rotate_job *J = arg;
+    const size_t n = J->d->n, groups = (n + KIN_ROWS - 1) / KIN_ROWS, w = (size_t)(J->p + 1) * n;
+    const size_t i0 = groups * (size_t)part / (size_t)nparts * KIN_ROWS;
+    const size_t i1 = part + 1 == nparts ? n : groups * (size_t)(part + 1) / (size_t)nparts * KIN_ROWS;
+    double *r = J->r, *v = J->v;
+    if (part) {
+        r = J->parts + (size_t)(part - 1) * w, v = r + (size_t)J->p * n;
+        memset(r, 0, w * sizeof *r);
+    }
+    kin_rotate_rows(J->d, J->Z, J->p, r, v, i0, i1);
+}
+
+static void kin_rotate_dense(const nf_dep *d, const nf_real *Z, int p, double *r, double *v)
+{
+    const size_t n = d->n, w = (size_t)(p + 1) * n;
+    const int T = nf_blas_get_threads();
+    int parts = T > 1 && n >= 256 && !nf_threads_in_parallel() ? T : 1;
+    double *sums = parts > 1 ? malloc((size_t)(parts - 1) * w * sizeof *sums) : NULL;
+    if (!sums) parts = 1;
+    kin_rotate_job J = {.d = d, .Z = Z, .p = p, .r = r, .v = v, .parts = sums};
+    nf_threads_run(parts, parts, kin_rotate_part, &J);
+    for (int q = 1; q < parts; q++) {
+        const double *s = sums + (size_t)(q - 1) * w;
+        for (size_t k = 0; k < (size_t)p * n; k++) r[k] += s[k];
+        for (size_t k = 0; k < n; k++) v[k] += s[(size_t)p * n + k];
+    }
+    free(sums);
 }
 
 /* kinship: r = U^T Z (p x n, by dimension: r[j n + k]) and v = U^T 1 (n) ADDED to, one pass over U by
@@ -1247,14 +1289,13 @@ static int kin_group(const nf_dep *d, const size_t *idx, int b, int i0, const nf
     return m;
 }
 
-/* out (p x n, by dimension): out[j n + k] = sum_i U_{idx_i, k} g_i x_ij, g NULL meaning 1 */
+/* out[j n + k] += sum_i U_{idx_i, k} g_i x_ij over the row groups starting at i0 <= i < i1 */
 NF_SIMD_CLONES
-static void kin_gather(const nf_dep *d, double *out, const nf_real *x, const nf_real *g, const size_t *idx, int b,
-                       int p)
+static void kin_gather_rows(const nf_dep *d, double *out, const nf_real *x, const nf_real *g, const size_t *idx,
+                            int b, int p, int i0, int i1)
 {
     const size_t n = d->n;
-    memset(out, 0, n * p * sizeof *out);
-    for (int i0 = 0; i0 < b; i0 += KIN_ROWS) {
+    for (; i0 < i1; i0 += KIN_ROWS) {
         const nf_real *U[KIN_ROWS];
         const int m = kin_group(d, idx, b, i0, U);
         const nf_real *u0 = U[0], *u1 = U[1], *u2 = U[2], *u3 = U[3];
@@ -1273,17 +1314,70 @@ static void kin_gather(const nf_dep *d, double *out, const nf_real *x, const nf_
     }
 }
 
-/* T = f o V (p x n, by dimension, may be V itself), then out_i = sum_k U_{idx_i, k} T[., k] (b x p) and
- * diag_i = sum_k U_ik^2 f_k (diag may be NULL). */
+/* A pass over a batch's rows of U split by row groups over the thread pool: part q takes groups
+ * [q G / parts, (q + 1) G / parts) of the G = ceil(b / KIN_ROWS); a gather's part q > 0 sums into its
+ * own (n, p) in d->kpart, added to the first part's at the end. */
+typedef struct {
+    nf_dep *d;
+    double *out, *diag;
+    const double *f;
+    const nf_real *x, *g;
+    const size_t *idx;
+    int b, p;
+} kin_pass_job;
+
+static void kin_part_rows(const kin_pass_job *J, int part, int parts, int *i0, int *i1)
+{
+    const int groups = (J->b + KIN_ROWS - 1) / KIN_ROWS;
+    *i0 = (int)((long)groups * part / parts) * KIN_ROWS;
+    *i1 = part + 1 == parts ? J->b : (int)((long)groups * (part + 1) / parts) * KIN_ROWS;
+}
+
+static void kin_gather_part(void *arg, int part, int parts)
+{
+    const kin_pass_job *J = arg;
+    const size_t np = J->d->n * (size_t)J->p;
+    double *out = part ? J->d->kpart + (size_t)(part - 1) * np : J->out;
+    if (part) memset(out, 0, np * sizeof *out);
+    int i0, i1;
+    kin_part_rows(J, part, parts, &i0, &i1);
+    kin_gather_rows(J->d, out, J->x, J->g, J->idx, J->b, J->p, i0, i1);
+}
+
+/* The threads a pass over b rows of U uses: the pool's, when the batch is large enough to share. */
+static int kin_pass_threads(int b)
+{
+    const int T = nf_blas_get_threads();
+    return T > 1 && b >= 16 * KIN_ROWS && !nf_threads_in_parallel() ? T : 1;
+}
+
+/* out (p x n, by dimension): out[j n + k] = sum_i U_{idx_i, k} g_i x_ij, g NULL meaning 1 */
+static void kin_gather(nf_dep *d, double *out, const nf_real *x, const nf_real *g, const size_t *idx, int b, int p)
+{
+    const size_t np = d->n * (size_t)p;
+    memset(out, 0, np * sizeof *out);
+    int parts = kin_pass_threads(b);
+    if (parts > 1 && (size_t)(parts - 1) * np > d->cap_kpart) {
+        double *w = realloc(d->kpart, (size_t)(parts - 1) * np * sizeof *w);
+        if (w) d->kpart = w, d->cap_kpart = (size_t)(parts - 1) * np;
+        else parts = 1; /* no room for the parts' sums: one thread */
+    }
+    kin_pass_job J = {.d = d, .out = out, .x = x, .g = g, .idx = idx, .b = b, .p = p};
+    nf_threads_run(parts, parts, kin_gather_part, &J);
+    for (int q = 1; q < parts; q++) {
+        const double *w = d->kpart + (size_t)(q - 1) * np;
+        for (size_t k = 0; k < np; k++) out[k] += w[k];
+    }
+}
+
+/* out_i = sum_k U_{idx_i, k} T[., k] (b x p) and diag_i = sum_k U_ik^2 f_k (diag may be NULL) for
+ * the row groups starting at i0 <= i < i1 */
 NF_SIMD_CLONES
-static void kin_scatter(nf_dep *d, double *out, double *diag, const double *f, const double *V, const size_t *idx,
-                        int b, int p)
+static void kin_scatter_rows(const nf_dep *d, double *out, double *diag, const double *f, const double *T,
+                             const size_t *idx, int b, int p, int i0, int i1)
 {
     const size_t n = d->n;
-    double *T = KIN_T(d, p);
-    for (int j = 0; j < p; j++)
-        for (size_t k = 0; k < n; k++) T[(size_t)j * n + k] = f[k] * V[(size_t)j * n + k];
-    for (int i0 = 0; i0 < b; i0 += KIN_ROWS) {
+    for (; i0 < i1; i0 += KIN_ROWS) {
         const nf_real *U[KIN_ROWS];
         const int m = kin_group(d, idx, b, i0, U);
         const nf_real *u0 = U[0], *u1 = U[1], *u2 = U[2], *u3 = U[3];
@@ -1320,6 +1414,28 @@ static void kin_scatter(nf_dep *d, double *out, double *diag, const double *f, c
         }
         for (int r = 0; diag && r < m; r++) diag[i0 + r] = a[r];
     }
+}
+
+static void kin_scatter_part(void *arg, int part, int parts)
+{
+    const kin_pass_job *J = arg;
+    int i0, i1;
+    kin_part_rows(J, part, parts, &i0, &i1);
+    kin_scatter_rows(J->d, J->out, J->diag, J->f, KIN_T(J->d, J->p), J->idx, J->b, J->p, i0, i1);
+}
+
+/* T = f o V (p x n, by dimension, may be V itself), then out_i = sum_k U_{idx_i, k} T[., k] (b x p) and
+ * diag_i = sum_k U_ik^2 f_k (diag may be NULL). */
+static void kin_scatter(nf_dep *d, double *out, double *diag, const double *f, const double *V, const size_t *idx,
+                        int b, int p)
+{
+    const size_t n = d->n;
+    double *T = KIN_T(d, p);
+    for (int j = 0; j < p; j++)
+        for (size_t k = 0; k < n; k++) T[(size_t)j * n + k] = f[k] * V[(size_t)j * n + k];
+    const int parts = kin_pass_threads(b);
+    kin_pass_job J = {.d = d, .out = out, .diag = diag, .f = f, .idx = idx, .b = b, .p = p};
+    nf_threads_run(parts, parts, kin_scatter_part, &J);
 }
 
 /* With the cached precision (nf_dep_kinship_cache): the batch's block A_BB (b x b, from

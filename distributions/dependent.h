@@ -94,6 +94,8 @@ typedef struct nf_dep {
     nf_real *M, *W;         /* (b, b) product of the eigenbasis block, (2, b, n) rows of U */
     double *kd;             /* kinship batches: weights (2, n), products (2, n, p), (2, b, p), (2, b) */
     size_t cap_kd;
+    double *kpart;          /* kinship gathers on several threads: each further part's own sums (n, p) */
+    size_t cap_kpart;
     double kin_lam;         /* lambda of the weights in kd */
     int kin_b;
     int use_cache;          /* kinship: look precisions up in the whole A (nf_dep_kinship_cache) */

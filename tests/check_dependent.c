@@ -638,6 +638,34 @@ START_TEST(test_uniform_dt)
 }
 END_TEST
 
+/* The eigenbasis passes split over the thread pool (a batch of 64 rows or more): the same scores and
+ * gradients as on one thread, up to the order of the sums. */
+START_TEST(test_eigen_threads)
+{
+    enum { N = 150, B = 100, P = 3 };
+    double *K = kinship_matrix(N, 120, 61);
+    nf_dep *d;
+    ck_assert_int_eq(nf_dep_kinship_create(&d, K, N, N, N), NF_OK);
+    size_t idx[B];
+    for (int i = 0; i < B; i++) idx[i] = (size_t)(37 * i + 11) % N;
+    nf_real z[B * P], t[2][B], dz[2][B * P], dt[B], u = 0.3f, du[2] = {0, 0};
+    nf_test_fill_normal(z, B * P, 1.0, 62);
+    nf_test_fill_uniform(dt, B, -1.0, 0.2, 63); /* not uniform: the backward's own passes */
+    for (int run = 0; run < 2; run++) {
+        nf_blas_set_threads(run + 1);
+        memset(dz[run], 0, sizeof dz[run]);
+        ck_assert_int_eq(nf_dep_batch_log_prob(d, &u, t[run], z, idx, B, P), NF_OK);
+        ck_assert_int_eq(nf_dep_batch_backward(d, &u, dz[run], &du[run], dt, z, idx, B, P), NF_OK);
+    }
+    nf_blas_set_threads(1);
+    for (int i = 0; i < B; i++) ck_assert_msg(nf_test_relerr(t[1][i], t[0][i], 1.0) < TOL, "t[%d]", i);
+    for (int k = 0; k < B * P; k++) ck_assert_msg(nf_test_relerr(dz[1][k], dz[0][k], 1e-2) < TOL, "dz[%d]", k);
+    ck_assert_msg(nf_test_relerr(du[1], du[0], 1e-2) < TOL, "du %g against %g", (double)du[1], (double)du[0]);
+    nf_dep_free(d);
+    free(K);
+}
+END_TEST
+
 /* As a flow's base: without indices the marginal N(0, I); with them the estimator, and the flow's
  * parameter gradients (theta included) match finite differences of sum_i w_i log p_i. */
 START_TEST(test_flow_base)
@@ -823,6 +851,7 @@ static Suite *dependent_suite(void)
     tcase_add_test(tc, test_unbiased);
     tcase_add_test(tc, test_batch_gradients);
     tcase_add_test(tc, test_uniform_dt);
+    tcase_add_test(tc, test_eigen_threads);
     tcase_add_test(tc, test_flow_base);
     tcase_add_test(tc, test_lookup_ahead);
     tcase_add_test(tc, test_kinship_errors);
