@@ -353,9 +353,10 @@ static int build_dependent(const char *cmd, fit_args *a, fit_ctx *ctx, const nf_
         else if (families > 1)
             fprintf(stderr, "nf fit: kinship over %zu rows in %d families of relatives (the largest %zu rows), each "
                     "with its own eigenpairs and precision\n", dep->n, families, largest);
-        else if (a->learn_lambda && a->update_every_set && !a->update_every)
-            fprintf(stderr, "nf fit: kinship over %zu rows, all related: lambda by gradient, so batches go "
-                    "through the eigenbasis (O(b n) a batch)\n", dep->n);
+        else if (dep->n > NF_DEP_CACHE_MAX || (a->learn_lambda && a->update_every_set && !a->update_every))
+            fprintf(stderr, "nf fit: kinship over %zu rows, all related: %s, so batches go through the "
+                    "eigenbasis (O(b n) a batch)\n", dep->n,
+                    dep->n > NF_DEP_CACHE_MAX ? "too many rows for a cached n x n precision" : "lambda by gradient");
         else
             fprintf(stderr, "nf fit: kinship over %zu rows, all related: batches read the whole %zu x %zu "
                     "precision%s\n", dep->n, dep->n, dep->n,

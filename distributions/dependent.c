@@ -695,9 +695,9 @@ int nf_dep_kinship_cache(nf_dep *d, int on)
 {
     ahead_finish(d);
     if (d->kind != NF_DEP_KINSHIP) return NF_OK;
-    if (on && d->n > 16384)
-        return nf_error(NF_EINVAL, "a cached precision of %zu points would take %zu MB (at most 16384 points)", d->n,
-                        d->n * d->n * sizeof(nf_real) >> 20);
+    if (on && d->n > NF_DEP_CACHE_MAX)
+        return nf_error(NF_EINVAL, "a cached precision of %zu points would take %zu MB (at most %d points)", d->n,
+                        d->n * d->n * sizeof(nf_real) >> 20, NF_DEP_CACHE_MAX);
     d->use_cache = on != 0;
     if (!on) {
         free(d->Acache);

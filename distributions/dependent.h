@@ -120,8 +120,9 @@ int nf_dep_families(const nf_dep *d, size_t *largest);
 
 /* Kinship with a fixed lambda: keep the whole A (n x n, rebuilt by one n^3 product whenever lambda
  * changes), so a batch costs O(b^2 p) like equi instead of O(b n p) through the eigenbasis.  For
- * n <= 16384; on = 0 frees it.  (A lambda trained by gradient changes every step: leave it off; one
- * set now and then by nf_dep_best_theta pays a rebuild per change.) */
+ * n <= NF_DEP_CACHE_MAX; on = 0 frees it.  (A lambda trained by gradient changes every step: leave it
+ * off; one set now and then by nf_dep_best_theta pays a rebuild per change.) */
+#define NF_DEP_CACHE_MAX 16384
 int nf_dep_kinship_cache(nf_dep *d, int on);
 /* Which entry of theta point i's precision row depends on (equi per block: its block; else 0). */
 int nf_dep_param_of(const nf_dep *d, size_t i);

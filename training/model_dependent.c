@@ -145,7 +145,7 @@ static double steps_taken(const nf_model *m)
 static int wants_table(const nf_model *m, const nf_dep *dep)
 {
     const dep_state *st = m->state;
-    if (dep->kind != NF_DEP_KINSHIP || !(!st->learn || alternating(st)) || dep->n > 16384) return 0;
+    if (dep->kind != NF_DEP_KINSHIP || !(!st->learn || alternating(st)) || dep->n > NF_DEP_CACHE_MAX) return 0;
     return !deferred_table(st, dep) || steps_taken(m) + 1 >= st->table_from;
 }
 
