@@ -132,22 +132,25 @@ static int best_theta_for(dep_state *st, nf_model *m, const nf_real *z, int p, d
     return rc;
 }
 
-/* The steps taken so far (alternating updates only). */
+/* The steps taken so far (counted for alternating updates only; 0 otherwise). */
 static double steps_taken(const nf_model *m)
 {
     const dep_state *st = m->state;
-    return m->S->value[st->sched_off];
+    return alternating(st) ? m->S->value[st->sched_off] : 0;
 }
 
-/* Whether batches read the cached whole kinship precision (O(b^2) a batch): with a fixed or
- * alternately updated lambda (up to 16,384 points), but for a learned lambda on one component only from
- * the table_from-th step (deferred_table). */
-static int wants_table(const nf_model *m, const nf_dep *dep)
+/* Whether the batch of step `step` (1, 2, ...) reads the cached whole kinship precision (O(b^2) a
+ * batch): with a fixed or alternately updated lambda (up to NF_DEP_CACHE_MAX points), but for a learned
+ * lambda on one component only from the table_from-th step (deferred_table). */
+static int table_at(const nf_model *m, const nf_dep *dep, double step)
 {
     const dep_state *st = m->state;
     if (dep->kind != NF_DEP_KINSHIP || !(!st->learn || alternating(st)) || dep->n > NF_DEP_CACHE_MAX) return 0;
-    return !deferred_table(st, dep) || steps_taken(m) + 1 >= st->table_from;
+    return !deferred_table(st, dep) || step >= st->table_from;
 }
+
+/* The same for the next step. */
+static int wants_table(const nf_model *m, const nf_dep *dep) { return table_at(m, dep, steps_taken(m) + 1); }
 
 /* Hand the structure to the base, with the cached precision if the fit reads it (wants_table). */
 static int use_structure(nf_model *m, nf_dep *dep)
@@ -281,15 +284,15 @@ int nf_model_dependent_update_every(const nf_model *m)
 
 /* At the scheduled steps, once every point has a latent: theta = the maximiser of the joint of the
  * latest latents with their scale profiled out (nf_dep_best_theta); a kinship lambda is kept unless
- * it moved by more than NF_DEP_UPDATE_TOL (each change costs a rebuild of the n x n precision), except
- * while a deferred table has not been read yet (deferred_table: a move then costs nothing).  A
+ * it moved by more than NF_DEP_UPDATE_TOL while the batches read the cached n x n precision (each
+ * change costs a rebuild; before a deferred table is read, or without one, a move costs nothing).  A
  * failure (out of memory) leaves theta where it is and tries again next step.  The counters are
  * floats in S: exact to 2^24 steps, after which the updates stop. */
 static void dependent_before_step(nf_model *m)
 {
     dep_state *st = m->state;
     if (!alternating(st) || !st->dep) return;
-    if (deferred_table(st, st->dep) && !st->dep->use_cache && wants_table(m, st->dep))
+    if (!st->dep->use_cache && wants_table(m, st->dep))
         (void)nf_dep_kinship_cache(st->dep, 1); /* the table is built at the first batch that reads it */
     nf_real *sched = m->S->value + st->sched_off, *z, *u;
     sched[0] += 1;
@@ -299,7 +302,7 @@ static void dependent_before_step(nf_model *m)
     if (nf_dist_dependent_latents(&m->flow->base, &z, &complete) != NF_OK || !complete) return; /* wait for all */
     if (nf_dist_dependent_params(&m->flow->base, NULL, &u, NULL) != NF_OK) return;
     const int np = st->n_params;
-    const int keep_small = st->kind == NF_DEP_KINSHIP && (!deferred_table(st, st->dep) || sched[0] > st->table_from);
+    const int keep_small = table_at(m, st->dep, sched[0] - 1); /* a move would rebuild a table in use */
     double *theta = malloc(2 * (size_t)np * sizeof *theta), *old = theta + np;
     if (!theta) return;
     nf_dep_theta(st->dep, u, old);
