@@ -487,7 +487,10 @@ static int tarflow_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf
 
 /* ---- construction ---------------------------------------------------------------------------------- */
 
-static int tarflow_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
+static void tarflow_destroy(nf_bijector *b);
+
+/* The state from the options into b->state (which tarflow_create frees again when this fails). */
+static int tarflow_build(nf_bijector *b, nf_opts *opts, nf_rng *rng)
 {
     tarflow_state *st = calloc(1, sizeof *st);
     if (!st) return nf_error(NF_ENOMEM, "%s: out of memory", b->name);
@@ -553,6 +556,13 @@ static int tarflow_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
     char name[96];
     snprintf(name, sizeof name, "%s.tf", b->name);
     return nf_transformer_create(&st->tf, &tc, b->P, name, rng);
+}
+
+static int tarflow_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
+{
+    int rc = tarflow_build(b, opts, rng);
+    if (rc != NF_OK) tarflow_destroy(b);
+    return rc;
 }
 
 static void tarflow_destroy(nf_bijector *b)
