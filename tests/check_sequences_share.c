@@ -81,7 +81,9 @@ START_TEST(test_share_fetch_and_split)
             OK(nf_source_sequences_load(&whole, p));
             nf_source_free(s);
         }
-    ck_assert_int_eq(nf_source_sequences_load_share(&whole, p, 2, 2), NF_EINVAL);
+    nf_source *bad = NULL;
+    ck_assert_int_eq(nf_source_sequences_load_share(&bad, p, 2, 2), NF_EINVAL);
+    ck_assert_ptr_null(bad);
     nf_batch_free(&want);
     nf_batch_free(&got);
     nf_source_free(whole);
