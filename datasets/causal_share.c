@@ -18,7 +18,7 @@ typedef struct {
     size_t first, count;
     int dx, dy;
     char path[1024], ds[3][256]; /* covariates, treatment, outcome: where other units are read */
-    size_t *order;               /* (cap) positions of a batch's other units, sorted by unit */
+    nf_item_pos *order;          /* (cap) a batch's units of other shares and their positions, by unit */
     size_t *units;               /* (cap) those units, ascending */
     size_t cap;
 } share_state;
@@ -29,18 +29,11 @@ static int share_owns(const nf_source *s, size_t item)
     return item >= st->first && item - st->first < st->count;
 }
 
-static const size_t *sort_units; /* qsort has no context argument; fetches are not concurrent */
-static int by_unit(const void *a, const void *b)
-{
-    size_t ua = sort_units[*(const size_t *)a], ub = sort_units[*(const size_t *)b];
-    return (ua > ub) - (ua < ub);
-}
-
-/* Units idx[order[0..k-1]] (ascending) of other shares, read from the file into their batch rows. */
-static int read_others(const nf_source *s, const size_t *idx, size_t k, nf_batch *b)
+/* Units order[0..k-1].item (ascending) of other shares, read from the file into their batch rows. */
+static int read_others(const nf_source *s, size_t k, nf_batch *b)
 {
     share_state *st = s->state;
-    for (size_t j = 0; j < k; j++) st->units[j] = idx[st->order[j]];
+    for (size_t j = 0; j < k; j++) st->units[j] = st->order[j].item;
     nf_h5 *f;
     NF_TRY(nf_h5_open(&f, st->path, NULL, 0));
     double *v[3] = {NULL, NULL, NULL};
@@ -55,7 +48,7 @@ static int read_others(const nf_source *s, const size_t *idx, size_t k, nf_batch
     for (size_t j = 0; rc == NF_OK && j < k; j++) {
         nf_causal_data u = {.n = 1, .dx = dx, .dy = dy, .x = v[0] + j * dx, .a = v[1] + j, .y = v[2] + j * dy};
         rc = nf_causal_validate_units(&u, st->units[j], st->path);
-        size_t i = st->order[j];
+        size_t i = st->order[j].pos;
         for (int q = 0; rc == NF_OK && q < dy; q++) b->x[i * dy + q] = (nf_real)u.y[q];
         for (int q = 0; rc == NF_OK && q < dx; q++) b->ctx[i * C + q] = (nf_real)u.x[q];
         if (rc == NF_OK) b->ctx[i * C + dx] = (nf_real)u.a[0];
@@ -81,7 +74,8 @@ static int share_fetch(const nf_source *s, const size_t *idx, int n, nf_batch *b
         memcpy(b->ctx + (size_t)i * C, st->c + r * C, (size_t)C * sizeof(nf_real));
     }
     if (k > st->cap) {
-        size_t *o = realloc(st->order, k * sizeof *o), *u = o ? realloc(st->units, k * sizeof *u) : NULL;
+        nf_item_pos *o = realloc(st->order, k * sizeof *o);
+        size_t *u = o ? realloc(st->units, k * sizeof *u) : NULL;
         if (o) st->order = o;
         if (u) st->units = u;
         if (!u) return nf_error(NF_ENOMEM, "out of memory for a batch of %d units", n);
@@ -90,10 +84,9 @@ static int share_fetch(const nf_source *s, const size_t *idx, int n, nf_batch *b
     if (k) {
         k = 0;
         for (int i = 0; i < n; i++)
-            if (!share_owns(s, idx[i])) st->order[k++] = (size_t)i;
-        sort_units = idx;
-        qsort(st->order, k, sizeof *st->order, by_unit);
-        NF_TRY(read_others(s, idx, k, b));
+            if (!share_owns(s, idx[i])) st->order[k++] = (nf_item_pos){.item = idx[i], .pos = (size_t)i};
+        nf_item_pos_sort(st->order, k);
+        NF_TRY(read_others(s, k, b));
     }
     b->n = n;
     b->dim = dy;

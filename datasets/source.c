@@ -12,6 +12,15 @@
 
 /* ---- batches ----------------------------------------------------------------------------------- */
 
+static int by_item(const void *a, const void *b)
+{
+    const nf_item_pos *x = a, *y = b;
+    if (x->item != y->item) return (x->item > y->item) - (x->item < y->item);
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+void nf_item_pos_sort(nf_item_pos *a, size_t n) { qsort(a, n, sizeof *a, by_item); }
+
 void nf_batch_free(nf_batch *b)
 {
     if (!b) return;

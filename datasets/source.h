@@ -88,6 +88,13 @@ void nf_batch_free(nf_batch *b);       /* frees the buffers, zeroes the struct *
 /* Make room for n items (and for rows of the given widths, or events): used by the kinds' fetch. */
 int nf_batch_reserve_rows(nf_batch *b, int n, int dim, int ctx_dim);
 int nf_batch_reserve_events(nf_batch *b, int n, size_t events, int with_marks);
+/* A batch position and the item it asks for.  Kinds that read items from a file in ascending order
+ * (a point selection walks the file forwards) sort these by item, ties by position, and scatter what
+ * they read back to the positions; reentrant (no key array in a global for qsort's comparator). */
+typedef struct nf_item_pos {
+    size_t item, pos;
+} nf_item_pos;
+void nf_item_pos_sort(nf_item_pos *a, size_t n);
 
 /* Seeded split: the items are shuffled in place (nf_rng_permutation of a stream seeded by seed),
  * then *first views the first round-down(frac * n) items (at least one when frac > 0 and n >= 2)

@@ -18,19 +18,12 @@
 typedef struct {
     hid_t file, x, ctx;      /* ctx < 0 without context */
     hsize_t *coord;          /* (cap * max(dim, ctx_dim), 2) point selection */
-    size_t *order;           /* (cap) batch positions sorted by row */
+    nf_item_pos *order;      /* (cap) the batch's rows and positions, sorted by row */
     nf_real *buf;            /* (cap * max(dim, ctx_dim)) rows in ascending order */
     size_t cap;              /* rows the buffers hold */
 } stream_state;
 
 static hid_t mem_type(void) { return sizeof(nf_real) == sizeof(double) ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT; }
-
-static const size_t *sort_rows; /* qsort has no context argument; fetches are not concurrent */
-static int by_row(const void *a, const void *b)
-{
-    size_t ra = sort_rows[*(const size_t *)a], rb = sort_rows[*(const size_t *)b];
-    return (ra > rb) - (ra < rb);
-}
 
 /* Buffers for n rows of up to `width` values (width is fixed per source). */
 static int stream_reserve(stream_state *st, size_t n, int width)
@@ -41,20 +34,20 @@ static int stream_reserve(stream_state *st, size_t n, int width)
     if (c) st->coord = c;
     nf_real *b = realloc(st->buf, values * sizeof *b);
     if (b) st->buf = b;
-    size_t *o = realloc(st->order, n * sizeof *o);
+    nf_item_pos *o = realloc(st->order, n * sizeof *o);
     if (o) st->order = o;
     if (!c || !b || !o) return nf_error(NF_ENOMEM, "out of memory for a batch of %zu rows", n);
     st->cap = n;
     return NF_OK;
 }
 
-/* Rows idx[order[0..n-1]] (ascending) of the (N, w) dataset d into out (n, w) in batch order. */
-static int read_rows(const nf_source *s, hid_t d, int w, const size_t *idx, int n, nf_real *out, const char *what)
+/* Rows order[0..n-1].item (ascending) of the (N, w) dataset d into out (n, w) at their positions. */
+static int read_rows(const nf_source *s, hid_t d, int w, int n, nf_real *out, const char *what)
 {
     stream_state *st = s->state;
     size_t k = 0;
     for (int j = 0; j < n; j++) {
-        size_t r = idx[st->order[j]];
+        size_t r = st->order[j].item;
         for (int c = 0; c < w; c++, k++) {
             st->coord[2 * k] = r;
             st->coord[2 * k + 1] = (hsize_t)c;
@@ -73,8 +66,8 @@ static int read_rows(const nf_source *s, hid_t d, int w, const size_t *idx, int 
         for (int c = 0; c < w; c++)
             if (!isfinite(row[c]))
                 return nf_error(NF_EDATA, "%s: %s row %zu, column %d is %g (expected finite values)", s->name, what,
-                                idx[st->order[j]], c, (double)row[c]);
-        memcpy(out + st->order[j] * (size_t)w, row, (size_t)w * sizeof *row);
+                                st->order[j].item, c, (double)row[c]);
+        memcpy(out + st->order[j].pos * (size_t)w, row, (size_t)w * sizeof *row);
     }
     return NF_OK;
 }
@@ -85,11 +78,10 @@ static int stream_fetch(const nf_source *s, const size_t *idx, int n, nf_batch *
     int C = st->ctx >= 0 ? s->ctx_dim : 0, w = s->dim > C ? s->dim : C;
     NF_TRY(nf_batch_reserve_rows(b, n, s->dim, C));
     NF_TRY(stream_reserve(st, (size_t)n, w));
-    for (int j = 0; j < n; j++) st->order[j] = (size_t)j;
-    sort_rows = idx;
-    qsort(st->order, (size_t)n, sizeof *st->order, by_row);
-    NF_TRY(read_rows(s, st->x, s->dim, idx, n, b->x, "data"));
-    if (C) NF_TRY(read_rows(s, st->ctx, C, idx, n, b->ctx, "/context"));
+    for (int j = 0; j < n; j++) st->order[j] = (nf_item_pos){.item = idx[j], .pos = (size_t)j};
+    nf_item_pos_sort(st->order, (size_t)n);
+    NF_TRY(read_rows(s, st->x, s->dim, n, b->x, "data"));
+    if (C) NF_TRY(read_rows(s, st->ctx, C, n, b->ctx, "/context"));
     memcpy(b->idx, idx, (size_t)n * sizeof *idx);
     b->n = n;
     b->dim = s->dim;
