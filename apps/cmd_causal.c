@@ -169,14 +169,16 @@ static int open_model(const char *path, nf_model **m, nf_model_meta *meta)
 /* ---- import ------------------------------------------------------------------------------------ */
 
 /* One column of the file (by name or index) into a malloc'd (n) array. */
-static int import_column(const char *path, const char *col, double **v, size_t *n, char *name, size_t name_size)
+static int import_column(const char *path, const char *flag, const char *col, double **v, size_t *n, char *name,
+                         size_t name_size)
 {
-    nf_import_select sel = {.columns = col};
+    nf_import_select sel = {.columns = col, .columns_flag = flag};
     nf_table t = {0};
     NF_TRY(nf_import_file_select(path, NULL, &sel, &t));
     if (t.d != 1) {
+        size_t d = t.d;
         nf_table_free(&t);
-        return nf_error(NF_EINVAL, "%s: '%s' names %zu columns (expected one)", path, col, t.d);
+        return nf_error(NF_EINVAL, "%s: %s '%s' names %zu columns (expected one)", path, flag, col, d);
     }
     snprintf(name, name_size, "%s", t.names[0]);
     *v = t.x, *n = t.n;
@@ -208,15 +210,15 @@ static int cmd_import(int argc, char **argv)
     nf_causal_data d;
     memset(&d, 0, sizeof d);
     double *cfv = NULL;
-    char tname[256], yname[256], cname[256] = "";
+    char tname[256] = "", yname[256] = "", cname[256] = ""; /* set by import_column; empty when it failed */
     size_t n, n2;
-    int rc = import_column(pos[0], treat, &d.a, &n, tname, sizeof tname);
-    if (rc == NF_OK) rc = import_column(pos[0], outcome, &d.y, &n2, yname, sizeof yname);
-    if (rc == NF_OK && cf) rc = import_column(pos[0], cf, &cfv, &n2, cname, sizeof cname);
+    int rc = import_column(pos[0], "--treatment", treat, &d.a, &n, tname, sizeof tname);
+    if (rc == NF_OK) rc = import_column(pos[0], "--outcome", outcome, &d.y, &n2, yname, sizeof yname);
+    if (rc == NF_OK && cf) rc = import_column(pos[0], "--counterfactual", cf, &cfv, &n2, cname, sizeof cname);
     /* covariates: as given, or every other numeric column */
     char used[1024];
     snprintf(used, sizeof used, "%s,%s%s%s%s%s", tname, yname, cf ? "," : "", cname, drop ? "," : "", drop ? drop : "");
-    nf_import_select sel = {.columns = cov, .drop = cov ? NULL : used};
+    nf_import_select sel = {.columns = cov, .columns_flag = "--covariates", .drop = cov ? NULL : used};
     nf_table t = {0};
     if (rc == NF_OK) rc = nf_import_file_select(pos[0], NULL, &sel, &t);
     if (rc == NF_OK && t.d == 0) rc = nf_error(NF_EDATA, "%s: no covariate columns left (expected at least one)", pos[0]);

@@ -48,6 +48,7 @@ typedef struct nf_import_select {
                              Labels alone (no columns, drop or context): every column is data, as
                              without a selection, and every other one must hold numbers */
     const char *labels_flag; /* how messages name the labels list (NULL: "--labels") */
+    const char *columns_flag; /* how messages name the columns list (NULL: "--columns") */
 } nf_import_select;
 
 #define NF_IMPORT_MAX_CATEGORIES 1000

@@ -138,7 +138,7 @@ int nf_colplan_make(nf_colplan *p, const char *path, char *const *names, size_t 
         if (!p->cats) rc = nf_error(NF_ENOMEM, "%s: out of memory", path);
     }
     if (rc == NF_OK && given(sel->columns)) {
-        rc = resolve(p, names, "--columns", sel->columns, p->x_src, &p->d);
+        rc = resolve(p, names, sel->columns_flag ? sel->columns_flag : "--columns", sel->columns, p->x_src, &p->d);
         for (size_t k = 0; rc == NF_OK && k < p->d; k++) {
             if (p->role[p->x_src[k]] != -1)
                 rc = nf_error(NF_EINVAL, "column '%s' is in --columns and in --context (a column is data or "

@@ -154,7 +154,12 @@ check "a NaN outcome: exit 1, one line naming the unit ($(head -c 160 "$T/err"))
     bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'unit 1' '$T/err' && [ ! -e b.h5 ]"
 nfrun causal import t2.csv --treatment nope --outcome y -o b.h5 >/dev/null 2>"$T/err"
 rc=$?
-check "an unknown treatment column: exit 1, one line" bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ]"
+check "an unknown treatment column: exit 1, one line naming the flag and the column ($(head -c 160 "$T/err"))" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q -- \"--treatment 'nope'\" '$T/err'"
+nfrun causal import t2.csv --treatment t,x --outcome y -o b.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a treatment of two columns: exit 1, one line counting them ($(head -c 160 "$T/err"))" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'names 2 columns (expected one)' '$T/err'"
 nfrun causal fit poly.h5 --treatment /y --steps 5 -o b.h5 >/dev/null 2>"$T/err"
 rc=$?
 check "fit with a treatment dataset that is not 0/1: exit 1, one line naming the file ($(head -c 160 "$T/err"))" \
