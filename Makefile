@@ -1,6 +1,7 @@
 # nf: normalizing flows in C.  `make` builds libnf.a, libnf.so and nf; `make check` runs every test
 # suite in the float and the double build, then the pool's suites under ThreadSanitizer.  Variants:
-# NF_DOUBLE=1 (double precision), SANITIZE=1 (AddressSanitizer + UndefinedBehaviorSanitizer),
+# NF_DOUBLE=1 (double precision), SANITIZE=1 (AddressSanitizer + UndefinedBehaviorSanitizer, with
+# float-to-integer conversions out of range, which GCC's `undefined` leaves out),
 # SANITIZE=thread (ThreadSanitizer).  Objects live under build/<variant>/ (build/float-clang
 # and so on for a compiler other than gcc).
 
@@ -26,7 +27,8 @@ endif
 OPT := -O2
 ifeq ($(SANITIZE),1)
   VARIANT := $(VARIANT)-san
-  OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
+             -fno-sanitize-recover=undefined,float-cast-overflow
 endif
 # ThreadSanitizer: the worker pool (core/threads.c) and what runs on it; `make check-tsan`.
 ifeq ($(SANITIZE),thread)
