@@ -475,8 +475,10 @@ int nf_cmd_plot(int argc, char **argv)
         dd = malloc((keep ? keep : 1) * d.d * sizeof *dd);
         if (!dd) rc = nf_error(NF_ENOMEM, "out of memory");
         for (size_t i = 0, k = 0; dd && i < d.n; i++)
-            if (!memcmp(d.ctx + i * c, ctx1, c * sizeof *ctx1))
+            if (!memcmp(d.ctx + i * c, ctx1, c * sizeof *ctx1)) {
                 for (size_t j = 0; j < d.d; j++) dd[k * d.d + j] = d.x[i * d.d + j];
+                k++;
+            }
         if (rc == NF_OK && !keep) {
             fprintf(stderr, "nf plot: no rows of %s have the context %s; drawing the model only\n", a.data, ctx_label);
             free(dd);

@@ -124,6 +124,16 @@ nfrun plot m.h5 --data f.h5 --context-value kind=short --threads 1 -o short.png 
 rc=$?
 check "plot of one category: exit 0, a PNG, labelled with the column names and the category" \
     bash -c "[ $rc = 0 ] && [ -s short.png ] && grep -q 'wrote short.png (columns eruptions, waiting; context kind=short)' '$T/err'"
+# the same picture from data whose short rows come in the opposite order and whose long rows are
+# elsewhere: the plot shows the chosen context's rows, all of them, whatever the others hold
+awk -F, 'NR == FNR { if ($NF == "short") s[++n] = $2 "," $3; next }
+         FNR == 1 { print; next }
+         { OFS = ","; if ($NF == "short") { split(s[n--], v, ","); $2 = v[1]; $3 = v[2] } else $3 += 500; print }' \
+    faithful.csv faithful.csv >other.csv
+nfrun data import other.csv --columns eruptions,waiting --context kind -o other.h5 >/dev/null 2>&1
+nfrun plot m.h5 --data other.h5 --context-value kind=short --threads 1 -o short2.png >/dev/null 2>&1
+check "plot of one category: the same picture from the category's rows in another order, the other rows moved" \
+    cmp -s short.png short2.png
 nfrun plot m.h5 -o bad.png >/dev/null 2>"$T/err"
 rc=$?
 check "plot of a conditional model without a context: exit 1 naming --context-value, no file" \
