@@ -1056,6 +1056,14 @@ static void kin_rotate_rows(const nf_dep *d, const nf_real *Z, int p, double *r,
     }
 }
 
+/* Part `part` of `parts` of `rows` rows, in whole groups of KIN_ROWS: rows [*i0, *i1). */
+static void kin_part_range(size_t rows, int part, int parts, size_t *i0, size_t *i1)
+{
+    const size_t groups = (rows + KIN_ROWS - 1) / KIN_ROWS;
+    *i0 = groups * (size_t)part / (size_t)parts * KIN_ROWS;
+    *i1 = part + 1 == parts ? rows : groups * (size_t)(part + 1) / (size_t)parts * KIN_ROWS;
+}
+
 /* kin_rotate_rows over all n rows, split by row groups over the thread pool, each further part
  * summing into its own (p + 1, n) added at the end (one thread if there is no room for those). */
 typedef struct {
@@ -1068,9 +1076,9 @@ typedef struct {
 static void kin_rotate_part(void *arg, int part, int nparts)
 {
     const kin_rotate_job *J = arg;
-    const size_t n = J->d->n, groups = (n + KIN_ROWS - 1) / KIN_ROWS, w = (size_t)(J->p + 1) * n;
-    const size_t i0 = groups * (size_t)part / (size_t)nparts * KIN_ROWS;
-    const size_t i1 = part + 1 == nparts ? n : groups * (size_t)(part + 1) / (size_t)nparts * KIN_ROWS;
+    const size_t n = J->d->n, w = (size_t)(J->p + 1) * n;
+    size_t i0, i1;
+    kin_part_range(n, part, nparts, &i0, &i1);
     double *r = J->r, *v = J->v;
     if (part) {
         r = J->parts + (size_t)(part - 1) * w, v = r + (size_t)J->p * n;
@@ -1328,9 +1336,9 @@ typedef struct {
 
 static void kin_part_rows(const kin_pass_job *J, int part, int parts, int *i0, int *i1)
 {
-    const int groups = (J->b + KIN_ROWS - 1) / KIN_ROWS;
-    *i0 = (int)((long)groups * part / parts) * KIN_ROWS;
-    *i1 = part + 1 == parts ? J->b : (int)((long)groups * (part + 1) / parts) * KIN_ROWS;
+    size_t r0, r1;
+    kin_part_range((size_t)J->b, part, parts, &r0, &r1);
+    *i0 = (int)r0, *i1 = (int)r1;
 }
 
 static void kin_gather_part(void *arg, int part, int parts)
