@@ -411,17 +411,23 @@ static int logdet_at_solution(nf_bijector *b, tf_ws *w, nf_real *logdet, const n
 
 /* Block Jacobi (Gauss-Seidel over blocks of m = jacobi_block tokens, Jacobi within one): block by
  * block, the sweeps x^{k+1}_t = z_t exp(s_t(x^k_<t)) + mu_t(x^k_<t) for the block's tokens t, each one
- * decoder pass over its m tokens (the earlier blocks' keys and values cached, the block's own
- * rewritten by every sweep), until no value moves more than jacobi_tol, or m sweeps (after which
- * every token of the block, and the cache, is exact).  A block starts from the previous block's
- * tokens (the neighbouring row of patches; in a video, the previous frame's), the first from 0.
+ * decoder pass, until no value moves more than jacobi_tol, or m sweeps (after which every token of
+ * the block, and the cache, is exact).  A block starts from the previous block's tokens (the
+ * neighbouring row of patches; in a video, the previous frame's), the first from 0.
+ *
+ * The exact prefix is not decoded again.  Before sweep k (from 0) of a block starting at t0, tokens
+ * t0 .. t0+k-1 are exact (token t0+j reads x_{t0+j-1} and earlier, exact after sweep j-1), and so are
+ * the cache entries of positions t0 .. t0+k-1, last written by sweep j from the exact x_{t0+j-1}; a
+ * sweep recomputing them would give the same values.  So sweep k decodes positions t0+k .. t0+m-1
+ * only, m - k rows where a sweep over the whole block took m: about half the rows when a block needs
+ * nearly m sweeps, the same sweeps and the same x (tests/check_bij_tarflow.c).
  * last_sweeps counts the sweeps of all blocks: the passes that have to run one after another. */
 static int inverse_blocks(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_real *ctx, int n)
 {
     tarflow_state *st = b->state;
     const int T = st->T, din = st->din, m = b->jacobi_block < T ? b->jacobi_block : T, g = guided(b, ctx);
     NF_TRY(begin_decoding(b, w, n, m, g));
-    nf_real *xin = w->dout, *yt = w->out; /* (n, m, din) inputs of a block, (n, m, 2 din) its outputs */
+    nf_real *xin = w->dout, *yt = w->out; /* (n, ms, din) inputs of a sweep, (n, ms, 2 din) its outputs */
     int sweeps = 0;
     for (int t0 = 0; t0 < T; t0 += m) {
         const int mb = T - t0 < m ? T - t0 : m;
@@ -431,23 +437,24 @@ static int inverse_blocks(nf_bijector *b, tf_ws *w, nf_real *logdet, const nf_re
             else memset(x, 0, (size_t)mb * din * sizeof *x);
         }
         for (int k = 0; k < mb; k++) {
+            const int s0 = t0 + k, ms = mb - k; /* this sweep's positions s0 .. s0+ms-1 */
             for (int i = 0; i < n; i++)
-                for (int r = 0; r < mb; r++) {
-                    nf_real *in = xin + ((size_t)i * mb + r) * din;
-                    if (t0 + r == 0) memset(in, 0, (size_t)din * sizeof *in); /* the start token is the model's */
-                    else memcpy(in, w->xt + ((size_t)i * T + t0 + r - 1) * din, (size_t)din * sizeof *in);
+                for (int r = 0; r < ms; r++) {
+                    nf_real *in = xin + ((size_t)i * ms + r) * din;
+                    if (s0 + r == 0) memset(in, 0, (size_t)din * sizeof *in); /* the start token is the model's */
+                    else memcpy(in, w->xt + ((size_t)i * T + s0 + r - 1) * din, (size_t)din * sizeof *in);
                 }
-            NF_TRY(nf_transformer_decode_block(st->dec, b->P, yt, t0, mb, xin, ctx));
+            NF_TRY(nf_transformer_decode_block(st->dec, b->P, yt, s0, ms, xin, ctx));
             if (g) {
-                NF_TRY(nf_transformer_decode_block(st->dec_u, b->P, w->outu, t0, mb, xin, w->zctx));
-                guide(yt, w->outu, b->guidance, (size_t)n * mb * 2 * din);
+                NF_TRY(nf_transformer_decode_block(st->dec_u, b->P, w->outu, s0, ms, xin, w->zctx));
+                guide(yt, w->outu, b->guidance, (size_t)n * ms * 2 * din);
             }
             sweeps++;
             double change = 0;
             for (int i = 0; i < n; i++)
-                for (int r = 0; r < mb; r++) {
-                    const size_t at = ((size_t)i * T + t0 + r) * din;
-                    const nf_real *a = yt + ((size_t)i * mb + r) * 2 * din, *mu = a + din;
+                for (int r = 0; r < ms; r++) {
+                    const size_t at = ((size_t)i * T + s0 + r) * din;
+                    const nf_real *a = yt + ((size_t)i * ms + r) * 2 * din, *mu = a + din;
                     for (int e = 0; e < din; e++) {
                         nf_real v = w->zt[at + e] * NF_EXP(soft_clamp(a[e], st->clamp)) + mu[e];
                         change = fmax(change, fabs((double)v - w->xt[at + e]));
