@@ -208,7 +208,7 @@ static int cmd_make(int argc, char **argv)
         {.name = "--components", .kind = FLAG_INT, .dst = &o.components, .lo = 1, .hi = 1000, .seen = &set_k},
         {.name = "--entropy-n", .kind = FLAG_LONG, .dst = &ent_n, .lo = 2, .hi = 100000000},
         {.name = "--flow", .kind = FLAG_STRING, .dst = &o.flow, .seen = &set_flow},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &threads, .lo = 1, .hi = 4096},
+        FLAG_THREADS(threads),
         {.name = "-o", .kind = FLAG_STRING, .dst = &out},
         {0},
     };

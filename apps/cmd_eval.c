@@ -76,14 +76,14 @@ static int parse(const char *cmd, const char *help, int argc, char **argv, eval_
         {.name = "--seed", .kind = FLAG_LONG, .dst = &a->seed, .lo = 0, .hi = 1L << 53},
         {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
         {.name = "--batch", .kind = FLAG_LONG, .dst = &a->batch, .lo = 1, .hi = 1L << 24},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &a->threads, .lo = 1, .hi = 4096},
+        FLAG_THREADS(a->threads),
         {0},
     };
     const flag_spec logprob_flags[] = {
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &a->out},
         {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
         {.name = "--batch", .kind = FLAG_LONG, .dst = &a->batch, .lo = 1, .hi = 1L << 24},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &a->threads, .lo = 1, .hi = 4096},
+        FLAG_THREADS(a->threads),
         {0},
     };
     const flags_cmd c = {.cmd = cmd, .help = help, .flags = need_out ? logprob_flags : eval_flags, .max_pos = 2};

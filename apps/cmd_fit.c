@@ -191,7 +191,7 @@ static int parse_args(int argc, char **argv, fit_args *a)
         {.name = "--eval-every", .kind = FLAG_LONG, .dst = &a->cfg.eval_every, .lo = 0, .hi = 1L << 40},
         {.name = "--checkpoint-every", .kind = FLAG_LONG, .dst = &a->cfg.checkpoint_every, .lo = 0, .hi = 1L << 40},
         {.name = "--eval-draws", .kind = FLAG_LONG, .dst = &a->eval_draws, .lo = 0, .hi = 1L << 24},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &a->threads, .lo = 1, .hi = 4096},
+        FLAG_THREADS(a->threads),
         {.name = "--lr", .kind = FLAG_DOUBLE, .dst = &lr, .lo = 0, .hi = 10},
         {.name = "--weight-decay", .kind = FLAG_DOUBLE, .dst = &wd, .lo = 0, .hi = 10},
         {.name = "--warmup", .kind = FLAG_DOUBLE, .dst = &warm, .lo = 0, .hi = 1e12},

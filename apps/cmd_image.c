@@ -94,7 +94,7 @@ static const char *const FIT_HELP =
     "  nf image fit shapes.h5 --arch tarflow --conditional --steps 3000 -o tarflow.h5\n";
 
 static const char *const EVAL_HELP =
-    "usage: nf image eval MODEL.h5 IMAGES.h5 [--json] [--batch N]\n"
+    "usage: nf image eval MODEL.h5 IMAGES.h5 [--json] [--batch N] [--threads N]\n"
     "\n"
     "Bits per dimension of the images under the model (one dequantisation draw per image, seeded by\n"
     "the image's index, so the number is reproducible), with its standard error; for a model fit with\n"
@@ -103,6 +103,7 @@ static const char *const EVAL_HELP =
     "\n"
     "  --json         one JSON object\n"
     "  --batch N      images per batch                     [256]\n"
+    "  --threads N    threads                              [all cores]\n"
     "\n"
     "example:\n"
     "  nf image eval glow.h5 digits.test.h5 --json\n";
@@ -126,12 +127,13 @@ static const char *const SAMPLE_HELP =
     "  --h5 FILE          also write the samples (levels 0..L-1, not rounded)\n"
     "  --seed S           random seed                                 [1]\n"
     "  --json             passes (in all and per block, in sampling order) and wall time as JSON\n"
+    "  --threads N        threads                                     [all cores]\n"
     "\n"
     "example:\n"
     "  nf image sample tarflow.h5 --class 2 --method jacobi -o triangles.png\n";
 
 static const char *const CLASSIFY_HELP =
-    "usage: nf image classify MODEL.h5 IMAGES.h5 [--json] [--batch N]\n"
+    "usage: nf image classify MODEL.h5 IMAGES.h5 [--json] [--batch N] [--threads N]\n"
     "\n"
     "The likelihood classifier of a class-conditional model: each image's class is the one with the\n"
     "highest log p(x | c) + log p(c), p(c) the class frequencies of the training images, which nf image\n"
@@ -351,15 +353,17 @@ static int classify_all(nf_model *m, const nf_source *s, const int *classes, int
 static int cmd_eval_or_classify(int argc, char **argv, int classify)
 {
     const char *cmd = classify ? "image classify" : "image eval", *pos[2];
-    int json = 0, batch = 256;
+    int json = 0, batch = 256, threads = 0;
     const flag_spec flags[] = {
         {.name = "--json", .kind = FLAG_BOOL, .dst = &json},
         {.name = "--batch", .kind = FLAG_INT, .dst = &batch, .lo = 1, .hi = 1 << 20},
+        FLAG_THREADS(threads),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = classify ? CLASSIFY_HELP : EVAL_HELP, .flags = flags, .max_pos = 2};
     int urc = flags_parse(&fc, argc, argv, pos, NULL);
     if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    cli_set_threads(threads);
     if (!pos[0] || !pos[1]) return cli_usage_error(cmd, "expected MODEL.h5 and IMAGES.h5");
     if (app_mpi_refuse(cmd)) return 2;
     nf_model *m = NULL;
@@ -408,7 +412,7 @@ static double now_seconds(void)
 static int cmd_sample(int argc, char **argv)
 {
     const char *cmd = "image sample", *out = NULL, *h5 = NULL, *pos[1];
-    int n = 64, cls = -1, denoise = 0, json = 0, method = 0, block = 0;
+    int n = 64, cls = -1, denoise = 0, json = 0, method = 0, block = 0, threads = 0;
     long seed = 1;
     double temperature = 1, guidance = 0, tol = 1e-4;
     static const char *const METHODS[] = {"auto", "sequential", "jacobi", NULL};
@@ -425,11 +429,13 @@ static int cmd_sample(int argc, char **argv)
         {.name = "--h5", .kind = FLAG_STRING, .dst = &h5},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
         {.name = "--json", .kind = FLAG_BOOL, .dst = &json},
+        FLAG_THREADS(threads),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = SAMPLE_HELP, .flags = flags, .max_pos = 1};
     int urc = flags_parse(&fc, argc, argv, pos, NULL);
     if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    cli_set_threads(threads);
     if (!pos[0]) return cli_usage_error(cmd, "no model given (expected: nf image sample MODEL.h5 -o GRID.png)");
     if (!out) return cli_usage_error(cmd, "no output file given (expected -o GRID.png)");
     if (app_mpi_refuse(cmd)) return 2;

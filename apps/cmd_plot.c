@@ -71,7 +71,7 @@ static int parse(int argc, char **argv, plot_args *a)
         {.name = "--dataset", .kind = FLAG_STRING, .dst = &a->dataset},
         {.name = "--dims", .kind = FLAG_STRING, .dst = &a->dims},
         {.name = "--context-value", .kind = FLAG_STRING, .dst = &a->ctx_value},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &a->threads, .lo = 1, .hi = 4096},
+        FLAG_THREADS(a->threads),
         {0},
     };
     const flags_cmd c = {.cmd = cmd, .help = PLOT_HELP, .flags = flags, .max_pos = 1};

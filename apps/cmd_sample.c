@@ -55,7 +55,7 @@ int nf_cmd_sample(int argc, char **argv)
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {.name = "--context", .kind = FLAG_STRING, .dst = &ctx_path},
         {.name = "--context-value", .kind = FLAG_STRING, .dst = &ctx_value},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &threads, .lo = 1, .hi = 4096},
+        FLAG_THREADS(threads),
         {.name = "--method", .kind = FLAG_CHOICE, .dst = &mi, .choices = METHODS},
         {0},
     };

@@ -2,7 +2,6 @@
  * sequences sources (datasets/sequences.h), the "tpp" model kind (training/model_tpp.h) and the one
  * trainer; progress, checkpoints and --resume as nf fit (apps/train_run.h). */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +11,6 @@
 #include "apps/flags.h"
 #include "apps/mpi.h"
 #include "apps/train_run.h"
-#include "core/blas.h"
 #include "core/ks.h"
 #include "datasets/sequences.h"
 #include "datasets/sequences_import.h"
@@ -73,7 +71,7 @@ static const char *const FIT_HELP =
     "  nf tpp fit seq.h5 --decoder lognormmix --steps 3000 -o tpp.h5\n";
 
 static const char *const EVAL_HELP =
-    "usage: nf tpp eval MODEL.h5 SEQ.h5 [--json] [--batch N]\n"
+    "usage: nf tpp eval MODEL.h5 SEQ.h5 [--json] [--batch N] [--threads N]\n"
     "\n"
     "Log-likelihood of the sequences in SEQ.h5 under the model: the NLL per event and per sequence\n"
     "with the survival of each last open interval (the likelihood on [t_start, t_end]), and the same\n"
@@ -90,15 +88,10 @@ static const char *const EVAL_HELP =
     "\n"
     "  --json         one JSON object\n"
     "  --batch N      sequences per batch                  [64]\n"
+    "  --threads N    threads                              [all cores]\n"
     "\n"
     "example:\n"
     "  nf tpp eval tpp.h5 test.h5 --json\n";
-
-static void set_threads(int threads)
-{
-    if (threads > 0) omp_set_num_threads(threads);
-    nf_blas_set_threads(threads > 0 ? threads : omp_get_max_threads());
-}
 
 typedef struct tpp_describe_ctx {
     const char *cmd, *decoder;
@@ -165,7 +158,7 @@ static int cmd_fit(int argc, char **argv)
      * part of each batch */
     if ((urc = app_mpi_start(cmd)) != 0) return urc;
     if (app_mpi_rank() != 0) quiet = 1;
-    set_threads(threads);
+    cli_set_threads(threads);
     nf_model_meta meta = {0};
     app_kind_fit f = {.cmd = cmd, .out = out, .resume = resume, .data = pos[0], .dataset = "/times",
                       .val_frac = val_frac, .meta = &meta, .tc = &tc, .quiet = quiet, .describe = tpp_describe};
@@ -203,15 +196,17 @@ static void json_num(const char *key, double v)
 static int cmd_eval(int argc, char **argv)
 {
     const char *cmd = "tpp eval", *pos[2];
-    int json = 0, batch = 64;
+    int json = 0, batch = 64, threads = 0;
     const flag_spec flags[] = {
         {.name = "--json", .kind = FLAG_BOOL, .dst = &json},
         {.name = "--batch", .kind = FLAG_INT, .dst = &batch, .lo = 1, .hi = 1 << 20},
+        FLAG_THREADS(threads),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = EVAL_HELP, .flags = flags, .max_pos = 2};
     int urc = flags_parse(&fc, argc, argv, pos, NULL);
     if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    cli_set_threads(threads);
     if (!pos[0] || !pos[1]) return cli_usage_error(cmd, "expected MODEL.h5 and SEQ.h5");
     nf_model *m = NULL;
     nf_source *s = NULL, *ns = NULL;

@@ -219,7 +219,7 @@ int app_tpp_plot(int argc, char **argv)
         {.name = "--contexts", .kind = FLAG_INT, .dst = &o.contexts, .lo = 1, .hi = 1 << 24},
         {.name = "--grid", .kind = FLAG_INT, .dst = &o.grid, .lo = 10, .hi = 100000},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &o.seed, .lo = 0, .hi = 1L << 53},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &threads, .lo = 1, .hi = 4096},
+        FLAG_THREADS(threads),
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {0},
     };

@@ -67,7 +67,7 @@ int app_tpp_sample(int argc, char **argv)
         {.name = "--history", .kind = FLAG_STRING, .dst = &history},
         {.name = "--max-events", .kind = FLAG_LONG, .dst = &max_events, .lo = 1, .hi = 1L << 40},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &threads, .lo = 1, .hi = 4096},
+        FLAG_THREADS(threads),
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {.name = "--quiet", .alias = "-q", .kind = FLAG_BOOL, .dst = &quiet},
         {0},

@@ -93,7 +93,7 @@ static const char *const FIT_HELP =
     "  nf video fit sprites.train.h5 --steps 400 --denoiser --noise 0.05 -o denoised.h5\n";
 
 static const char *const EVAL_HELP =
-    "usage: nf video eval MODEL.h5 VIDEOS.h5 [--json] [--batch N] [--compare OTHER.h5]\n"
+    "usage: nf video eval MODEL.h5 VIDEOS.h5 [--json] [--batch N] [--compare OTHER.h5] [--threads N]\n"
     "\n"
     "Bits per dimension of the videos under the model (one dequantisation draw per video, seeded by its\n"
     "index, so the number is reproducible) with its standard error, per kept DCT coefficient (with\n"
@@ -105,6 +105,7 @@ static const char *const EVAL_HELP =
     "                     the paired difference MODEL - OTHER with its standard error over videos\n"
     "                     (hard videos are hard for both, so it is far tighter than the two\n"
     "                     errors: is one model better on these videos?)\n"
+    "  --threads N        threads                       [all cores]\n"
     "\n"
     "examples:\n"
     "  nf video eval video.h5 sprites.test.h5 --json\n"
@@ -139,6 +140,7 @@ static const char *const SAMPLE_HELP =
     "  --h5 FILE          also write the videos as a video data file (levels, not rounded)\n"
     "  --seed S           random seed                                      [1]\n"
     "  --json             one JSON object on stdout\n"
+    "  --threads N        threads                                          [all cores]\n"
     "\n"
     "example:\n"
     "  nf video sample video.h5 -n 8 --method jacobi --compare -o videos.gif\n"
@@ -293,16 +295,18 @@ static void mean_stderr(const double *a, const double *b, size_t n, double *mean
 static int cmd_eval(int argc, char **argv)
 {
     const char *cmd = "video eval", *pos[2], *other = NULL;
-    int json = 0, batch = 64;
+    int json = 0, batch = 64, threads = 0;
     const flag_spec flags[] = {
         {.name = "--json", .kind = FLAG_BOOL, .dst = &json},
         {.name = "--batch", .kind = FLAG_INT, .dst = &batch, .lo = 1, .hi = 1 << 20},
         {.name = "--compare", .kind = FLAG_STRING, .dst = &other},
+        FLAG_THREADS(threads),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = EVAL_HELP, .flags = flags, .max_pos = 2};
     int urc = flags_parse(&fc, argc, argv, pos, NULL);
     if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    cli_set_threads(threads);
     if (!pos[0] || !pos[1]) return cli_usage_error(cmd, "expected MODEL.h5 and VIDEOS.h5");
     if (app_mpi_refuse(cmd)) return 2;
     nf_model *m = NULL;
@@ -448,7 +452,7 @@ static int cmd_sample(int argc, char **argv)
 {
     const char *cmd = "video sample", *out = NULL, *h5 = NULL, *from = NULL, *pos[1];
     int n = 4, given = 0, method = 0, whole = 0, compare = 0, json = 0, scale = 4, delay = 12, denoise = -1,
-        compare_dn = 0;
+        compare_dn = 0, threads = 0;
     long seed = 1;
     double temperature = 1, tol = 1e-4;
     static const char *const METHODS[] = {"sequential", "jacobi", NULL};
@@ -470,11 +474,13 @@ static int cmd_sample(int argc, char **argv)
         {.name = "--h5", .kind = FLAG_STRING, .dst = &h5},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = 1L << 53},
         {.name = "--json", .kind = FLAG_BOOL, .dst = &json},
+        FLAG_THREADS(threads),
         {0},
     };
     const flags_cmd fc = {.cmd = cmd, .help = SAMPLE_HELP, .flags = flags, .max_pos = 1};
     int urc = flags_parse(&fc, argc, argv, pos, NULL);
     if (urc != FLAGS_OK) return urc == FLAGS_HELP ? 0 : 2;
+    cli_set_threads(threads);
     if (!pos[0]) return cli_usage_error(cmd, "no model given (expected: nf video sample MODEL.h5 -o VIDEOS.gif)");
     if (!out) return cli_usage_error(cmd, "no output file given (expected -o VIDEOS.gif or -o FILMSTRIP.png)");
     if (!ends_with(out, ".gif") && !ends_with(out, ".png"))

@@ -178,7 +178,7 @@ int app_data_make_images(int argc, char **argv)
         {.name = "--n", .alias = "-n", .kind = FLAG_LONG, .dst = &n, .lo = 1, .hi = 10000000, .seen = &set_n},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = (double)LONG_MAX, .seen = &set_seed},
         {.name = "--from", .kind = FLAG_STRING, .dst = &from},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &threads, .lo = 1, .hi = 4096},
+        FLAG_THREADS(threads),
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {0},
     };

@@ -127,7 +127,7 @@ int app_data_make_videos(int argc, char **argv)
         {.name = "--size", .kind = FLAG_INT, .dst = &size, .lo = NF_VIDEO_GEN_MIN_SIZE, .hi = NF_VIDEO_GEN_MAX_SIZE},
         {.name = "--seed", .kind = FLAG_LONG, .dst = &seed, .lo = 0, .hi = (double)LONG_MAX},
         {.name = "--from", .kind = FLAG_STRING, .dst = &from},
-        {.name = "--threads", .kind = FLAG_INT, .dst = &threads, .lo = 1, .hi = 4096},
+        FLAG_THREADS(threads),
         {.name = "--output", .alias = "-o", .kind = FLAG_STRING, .dst = &out},
         {0},
     };

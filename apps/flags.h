@@ -46,6 +46,9 @@ typedef struct flag_spec {
     int *seen;                  /* optional: set to 1 when the flag is given */
 } flag_spec;
 
+/* --threads N: the worker threads (0, the default, is every core; cli_set_threads). */
+#define FLAG_THREADS(threads) {.name = "--threads", .kind = FLAG_INT, .dst = &(threads), .lo = 1, .hi = 4096}
+
 /* The flags every model-kind training command shares (nf tpp fit, nf causal fit), as table entries:
  * tc an nf_train_config, the rest plain variables (lr and val_frac double, seed long, threads and
  * quiet int) that the command turns into its configuration. */
@@ -58,7 +61,7 @@ typedef struct flag_spec {
     {.name = "--eval-every", .kind = FLAG_LONG, .dst = &(tc).eval_every, .lo = 0, .hi = 1L << 40},          \
     {.name = "--patience", .kind = FLAG_INT, .dst = &(tc).patience, .lo = 0, .hi = 1 << 30},                \
     {.name = "--seed", .kind = FLAG_LONG, .dst = &(seed), .lo = 0, .hi = 1L << 53},                          \
-    {.name = "--threads", .kind = FLAG_INT, .dst = &(threads), .lo = 1, .hi = 4096},                         \
+    FLAG_THREADS(threads),                                                                                 \
     {.name = "--checkpoint-every", .kind = FLAG_LONG, .dst = &(tc).checkpoint_every, .lo = 0, .hi = 1L << 40}, \
     {.name = "--quiet", .alias = "-q", .kind = FLAG_BOOL, .dst = &(quiet)}
 

@@ -32,10 +32,14 @@ check "150 steps lower the held-out bits/dim by at least 0.5: $b0 -> $b1" \
     awk -v a="$b0" -v b="$b1" 'BEGIN { exit !(a != "" && b != "" && b < a - 0.5 && b > 0.5) }'
 # 17 grey levels: a model no better than uniform noise has log2(17) = 4.09 bits/dim
 check "and ends below the 4.09 bits/dim of uniform levels" awk -v b="$b1" 'BEGIN { exit !(b < 4.0) }'
+bt=$(nfrun image eval g.h5 digits.test.h5 --json --threads 1 2>&1 | bpd)
+check "eval --threads 1 gives the same bits/dim ($bt)" test "$bt" = "$b1"
 nfrun image sample g.h5 -n 16 --seed 2 -o g.png --h5 g_s.h5 2>"$T/err"
 check "sample writes a PNG grid and the images ($(head -c 160 "$T/err"))" test -s g.png -a -s g_s.h5
 nfrun image sample g.h5 -n 16 --seed 2 -o g2.png 2>/dev/null
 check "the same seed gives the same picture" cmp -s g.png g2.png
+nfrun image sample g.h5 -n 16 --seed 2 --threads 1 -o g4.png 2>/dev/null
+check "and so does --threads 1" cmp -s g.png g4.png
 before=$(cksum <g.h5)
 expect_err "sample --h5 MODEL: refused" "g\.h5: the output is the same file as the model g\.h5" \
     -- image sample g.h5 -n 2 -o g3.png --h5 g.h5

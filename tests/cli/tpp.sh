@@ -35,6 +35,8 @@ check "tpp fit exits 0 (exit $rc: $(head -c 200 "$T/err"))" test "$rc" = 0
 cp m.h5 rr.h5
 refuses_replace rr.h5 tpp fit pois.h5 "${FIT[@]}" --steps 3
 j=$(nfrun tpp eval m.h5 pois.h5 --json 2>&1)
+jt=$(nfrun tpp eval m.h5 pois.h5 --json --threads 1 2>&1)
+check "tpp eval --threads 1 gives the same result" test "$jt" = "$j"
 nll=$(sed -n 's/.*"nll_per_event": \([-0-9.e]*\).*/\1/p' <<<"$j")
 # true NLL per event of a rate-2 Poisson process on its window: (2*30 - N log 2) / N = 1 - log 2 = 0.307
 check "the fit reaches the Poisson NLL per event: $nll within 0.05 of 0.307" \

@@ -30,6 +30,8 @@ refuses_replace rr.h5 video fit balls.train.h5 "${VID[@]}" --steps 2 --val-frac 
 j0=$(nfrun video eval v0.h5 balls.test.h5 --json 2>&1)
 j1=$(nfrun video eval v.h5 balls.test.h5 --json 2>&1)
 b0=$(bpd <<<"$j0") b1=$(bpd <<<"$j1")
+jt=$(nfrun video eval v.h5 balls.test.h5 --json --threads 1 2>&1)
+check "eval --threads 1 gives the same result ($jt)" test "$jt" = "$j1"
 check "80 steps lower the held-out bits/dim by at least 0.3: $b0 -> $b1" \
     awk -v a="$b0" -v b="$b1" 'BEGIN { exit !(a != "" && b != "" && b < a - 0.3 && b > 0) }'
 e=$(field codec_rms_levels <<<"$j1")
@@ -48,6 +50,8 @@ check "sample writes an animated GIF and the videos ($(head -c 160 "$T/err"))" \
     bash -c "test -s a.gif -a -s a.h5 && head -c 6 a.gif | grep -q GIF89a"
 nfrun video sample v.h5 -n 3 --seed 2 -o a2.gif 2>/dev/null
 check "the same seed gives the same GIF" cmp -s a.gif a2.gif
+nfrun video sample v.h5 -n 3 --seed 2 --threads 1 -o a3.gif 2>/dev/null
+check "and so does --threads 1" cmp -s a.gif a3.gif
 nfrun video sample v.h5 -n 3 --seed 2 -o a.png 2>/dev/null
 check "a PNG filmstrip" bash -c "test -s a.png && head -c 4 a.png | grep -q PNG"
 js=$(nfrun video sample v.h5 -n 3 --seed 5 --method jacobi --compare -o j.png --json 2>&1)
