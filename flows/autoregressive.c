@@ -312,3 +312,73 @@ int nf_ar_slow_backward(nf_bijector *b, const nf_ar *ar, nf_real *dw, nf_real *d
         for (size_t e = 0; e < nd; e++) dw[e] += lam[e];
     return NF_OK;
 }
+
+/* ---- the bijector-type entries (a state that begins with its nf_ar) ---------------------------------- */
+
+#define STATE_AR(b) ((nf_ar *)(b)->state)
+
+void nf_ar_type_destroy(nf_bijector *b)
+{
+    if (!b->state) return;
+    nf_ar_free(STATE_AR(b));
+    free(b->state);
+}
+
+size_t nf_ar_type_workspace(const nf_bijector *b, int n) { return nf_ar_workspace((const nf_ar *)b->state, n); }
+
+/* maf / spline-ar forward (fast): z = F(x), one MADE pass. */
+int nf_ar_type_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
+                       nf_real *ws)
+{
+    return nf_ar_fast(b, STATE_AR(b), y, logdet, x, ctx, n, ws);
+}
+
+/* maf / spline-ar inverse (slow): x = F^-1(z), sequential or Jacobi. */
+int nf_ar_type_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
+                       nf_real *ws)
+{
+    return nf_ar_slow(b, STATE_AR(b), x, logdet, y, ctx, n, ws);
+}
+
+int nf_ar_type_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
+                        const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws)
+{
+    (void)y;
+    return nf_ar_fast_backward(b, STATE_AR(b), dx, dctx, dy, dlogdet, x, ctx, n, ws);
+}
+
+int nf_ar_type_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const nf_real *dx, const nf_real *dlogdet,
+                                const nf_real *y, const nf_real *x, const nf_real *ctx, int n, nf_real *ws)
+{
+    (void)y;
+    return nf_ar_slow_backward(b, STATE_AR(b), dy, dctx, dx, dlogdet, x, ctx, n, ws);
+}
+
+/* iaf / spline-iaf forward (slow): the data x = F(z) solved for the latent z. */
+int nf_iaf_type_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
+                        nf_real *ws)
+{
+    return nf_ar_slow(b, STATE_AR(b), y, logdet, x, ctx, n, ws);
+}
+
+/* iaf / spline-iaf inverse (fast): x = F(z), one MADE pass. */
+int nf_iaf_type_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
+                        nf_real *ws)
+{
+    return nf_ar_fast(b, STATE_AR(b), x, logdet, y, ctx, n, ws);
+}
+
+int nf_iaf_type_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
+                         const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws)
+{
+    (void)x;
+    return nf_ar_slow_backward(b, STATE_AR(b), dx, dctx, dy, dlogdet, y, ctx, n, ws);
+}
+
+int nf_iaf_type_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const nf_real *dx,
+                                 const nf_real *dlogdet, const nf_real *y, const nf_real *x, const nf_real *ctx, int n,
+                                 nf_real *ws)
+{
+    (void)x;
+    return nf_ar_fast_backward(b, STATE_AR(b), dy, dctx, dx, dlogdet, y, ctx, n, ws);
+}

@@ -32,7 +32,7 @@
 #include "core/simd.h"
 
 typedef struct maf_state {
-    nf_ar ar;
+    nf_ar ar; /* first: nf_ar_type_* (flows/autoregressive.h) read the state as its nf_ar */
     nf_real clamp;
 } maf_state;
 
@@ -229,90 +229,20 @@ static int maf_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
     return NF_OK;
 }
 
-static void maf_destroy(nf_bijector *b)
-{
-    maf_state *st = b->state;
-    if (!st) return;
-    nf_ar_free(&st->ar);
-    free(st);
-}
-
-static size_t maf_workspace(const nf_bijector *b, int n)
-{
-    const maf_state *st = b->state;
-    return nf_ar_workspace(&st->ar, n);
-}
-
-#define AR(b) (&((maf_state *)(b)->state)->ar)
-
-/* maf forward (fast): z = x exp(s(x)) + t(x), logdet += sum s. */
-static int maf_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
-                       nf_real *ws)
-{
-    return nf_ar_fast(b, AR(b), y, logdet, x, ctx, n, ws);
-}
-
-/* maf inverse (slow): x_i = (z_i - t_i(x_<i)) exp(-s_i(x_<i)), logdet -= sum s. */
-static int maf_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
-                       nf_real *ws)
-{
-    return nf_ar_slow(b, AR(b), x, logdet, y, ctx, n, ws);
-}
-
-/* dx += dz exp(s) + MADE^T(dt = dz, da = (dz x exp(s) + dlogdet)(1 - (s/clamp)^2)). */
-static int maf_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
-                        const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws)
-{
-    (void)y;
-    return nf_ar_fast_backward(b, AR(b), dx, dctx, dy, dlogdet, x, ctx, n, ws);
-}
-
-/* dz += lambda, J^T lambda = dx - dlogdet grad_x(sum s)  (J = dz/dx at the solution; the transposed
- * sweep of autoregressive.h), plus the MADE's weight and context gradients. */
-static int maf_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const nf_real *dx, const nf_real *dlogdet,
-                                const nf_real *y, const nf_real *x, const nf_real *ctx, int n, nf_real *ws)
-{
-    (void)y;
-    return nf_ar_slow_backward(b, AR(b), dy, dctx, dx, dlogdet, x, ctx, n, ws);
-}
-
-/* iaf forward (slow): data x = z exp(s(z)) + t(z) solved for the latent z, logdet -= sum s(z). */
-static int iaf_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
-                       nf_real *ws)
-{
-    return nf_ar_slow(b, AR(b), y, logdet, x, ctx, n, ws);
-}
-
-/* iaf inverse (fast): x = z exp(s(z)) + t(z), logdet += sum s(z). */
-static int iaf_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
-                       nf_real *ws)
-{
-    return nf_ar_fast(b, AR(b), x, logdet, y, ctx, n, ws);
-}
-
-static int iaf_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
-                        const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws)
-{
-    (void)x;
-    return nf_ar_slow_backward(b, AR(b), dx, dctx, dy, dlogdet, y, ctx, n, ws);
-}
-
-/* dz += dx exp(s) + MADE^T(dt = dx, da = (dx z exp(s) + dlogdet)(1 - (s/clamp)^2)). */
-static int iaf_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const nf_real *dx, const nf_real *dlogdet,
-                                const nf_real *y, const nf_real *x, const nf_real *ctx, int n, nf_real *ws)
-{
-    (void)x;
-    return nf_ar_fast_backward(b, AR(b), dy, dctx, dx, dlogdet, y, ctx, n, ws);
-}
-
+/* maf: forward (fast) z = x exp(s(x)) + t(x), logdet += sum s; inverse (slow) x_i = (z_i - t_i(x_<i))
+ * exp(-s_i(x_<i)); backward dx += dz exp(s) + MADE^T(dt = dz, da = (dz x exp(s) + dlogdet)(1 - (s/clamp)^2)).
+ * iaf: the same map from the latent, x = z exp(s(z)) + t(z): inverse fast, forward slow.
+ * flows/autoregressive.h has the directions and the slow direction's gradient. */
 const nf_bijector_type nf_bijector_maf = {
     "maf",
     "clamp=3 " NF_AR_OPTIONS_HELP " (forward one pass; inverse sequential/Jacobi)",
-    maf_create, maf_destroy, maf_workspace, maf_forward, maf_inverse, maf_backward, maf_inverse_backward, NULL, NULL,
+    maf_create, nf_ar_type_destroy, nf_ar_type_workspace, nf_ar_type_forward, nf_ar_type_inverse, nf_ar_type_backward,
+    nf_ar_type_inverse_backward, NULL, NULL,
 };
 
 const nf_bijector_type nf_bijector_iaf = {
     "iaf",
     "clamp=3 " NF_AR_OPTIONS_HELP " (inverse one pass; forward sequential/Jacobi)",
-    maf_create, maf_destroy, maf_workspace, iaf_forward, iaf_inverse, iaf_backward, iaf_inverse_backward, NULL, NULL,
+    maf_create, nf_ar_type_destroy, nf_ar_type_workspace, nf_iaf_type_forward, nf_iaf_type_inverse,
+    nf_iaf_type_backward, nf_iaf_type_inverse_backward, NULL, NULL,
 };

@@ -20,7 +20,7 @@
 #include "flows/rqspline.h"
 
 typedef struct spline_ar_state {
-    nf_ar ar;
+    nf_ar ar; /* first: nf_ar_type_* (flows/autoregressive.h) read the state as its nf_ar */
     nf_rqspline spline;
 } spline_ar_state;
 
@@ -81,91 +81,20 @@ static int spline_ar_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
     return NF_OK;
 }
 
-static void spline_ar_destroy(nf_bijector *b)
-{
-    spline_ar_state *st = b->state;
-    if (!st) return;
-    nf_ar_free(&st->ar);
-    free(st);
-}
-
-static size_t spline_ar_workspace(const nf_bijector *b, int n)
-{
-    const spline_ar_state *st = b->state;
-    return nf_ar_workspace(&st->ar, n);
-}
-
-#define AR(b) (&((spline_ar_state *)(b)->state)->ar)
-
-/* spline-ar forward (fast): z_i = s(x_i; theta_i(x_<i)), logdet += sum log s'. */
-static int sar_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
-                       nf_real *ws)
-{
-    return nf_ar_fast(b, AR(b), y, logdet, x, ctx, n, ws);
-}
-
-/* spline-ar inverse (slow): x_i = s^-1(z_i; theta_i(x_<i)), logdet -= sum log s'(x_i). */
-static int sar_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
-                       nf_real *ws)
-{
-    return nf_ar_slow(b, AR(b), x, logdet, y, ctx, n, ws);
-}
-
-/* dx += dz s' + dlogdet d log s'/dx + MADE^T(dz ds/dtheta + dlogdet d log s'/dtheta). */
-static int sar_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
-                        const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws)
-{
-    (void)y;
-    return nf_ar_fast_backward(b, AR(b), dx, dctx, dy, dlogdet, x, ctx, n, ws);
-}
-
-/* dz += lambda, J^T lambda = dx - dlogdet grad_x(sum log s'), by the transposed sweep. */
-static int sar_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const nf_real *dx, const nf_real *dlogdet,
-                                const nf_real *y, const nf_real *x, const nf_real *ctx, int n, nf_real *ws)
-{
-    (void)y;
-    return nf_ar_slow_backward(b, AR(b), dy, dctx, dx, dlogdet, x, ctx, n, ws);
-}
-
-/* spline-iaf forward (slow): data x_i = s(z_i; theta_i(z_<i)) solved for z, logdet -= sum log s'(z_i). */
-static int siaf_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
-                        nf_real *ws)
-{
-    return nf_ar_slow(b, AR(b), y, logdet, x, ctx, n, ws);
-}
-
-/* spline-iaf inverse (fast): x_i = s(z_i; theta_i(z_<i)), logdet += sum log s'(z_i). */
-static int siaf_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
-                        nf_real *ws)
-{
-    return nf_ar_fast(b, AR(b), x, logdet, y, ctx, n, ws);
-}
-
-static int siaf_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
-                         const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws)
-{
-    (void)x;
-    return nf_ar_slow_backward(b, AR(b), dx, dctx, dy, dlogdet, y, ctx, n, ws);
-}
-
-static int siaf_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const nf_real *dx,
-                                 const nf_real *dlogdet, const nf_real *y, const nf_real *x, const nf_real *ctx, int n,
-                                 nf_real *ws)
-{
-    (void)x;
-    return nf_ar_fast_backward(b, AR(b), dy, dctx, dx, dlogdet, y, ctx, n, ws);
-}
-
+/* spline-ar: forward (fast) z_i = s(x_i; theta_i(x_<i)), logdet += sum log s'; inverse (slow)
+ * x_i = s^-1(z_i; theta_i(x_<i)); backward dx += dz s' + dlogdet d log s'/dx + MADE^T(dz ds/dtheta +
+ * dlogdet d log s'/dtheta).  spline-iaf: the same map from the latent (inverse fast, forward slow).
+ * flows/autoregressive.h has the directions and the slow direction's gradient. */
 const nf_bijector_type nf_bijector_spline_ar = {
     "spline-ar",
     "bins=8 tail=3 " NF_AR_OPTIONS_HELP " (forward one pass; inverse sequential/Jacobi)",
-    spline_ar_create, spline_ar_destroy, spline_ar_workspace, sar_forward, sar_inverse, sar_backward,
-    sar_inverse_backward, NULL, NULL,
+    spline_ar_create, nf_ar_type_destroy, nf_ar_type_workspace, nf_ar_type_forward, nf_ar_type_inverse,
+    nf_ar_type_backward, nf_ar_type_inverse_backward, NULL, NULL,
 };
 
 const nf_bijector_type nf_bijector_spline_iaf = {
     "spline-iaf",
     "bins=8 tail=3 " NF_AR_OPTIONS_HELP " (inverse one pass; forward sequential/Jacobi)",
-    spline_ar_create, spline_ar_destroy, spline_ar_workspace, siaf_forward, siaf_inverse, siaf_backward,
-    siaf_inverse_backward, NULL, NULL,
+    spline_ar_create, nf_ar_type_destroy, nf_ar_type_workspace, nf_iaf_type_forward, nf_iaf_type_inverse,
+    nf_iaf_type_backward, nf_iaf_type_inverse_backward, NULL, NULL,
 };
