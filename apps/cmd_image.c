@@ -12,6 +12,7 @@
 #include "apps/flags.h"
 #include "apps/mpi.h"
 #include "apps/train_run.h"
+#include "core/clock.h"
 #include "core/h5.h"
 #include "datasets/images.h"
 #include "plot/image_grid.h"
@@ -402,13 +403,6 @@ static int cmd_eval_or_classify(int argc, char **argv, int classify)
     return rc == NF_OK ? 0 : cli_fail(cmd);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 static int cmd_sample(int argc, char **argv)
 {
     const char *cmd = "image sample", *out = NULL, *h5 = NULL, *pos[1];
@@ -459,14 +453,14 @@ static int cmd_sample(int argc, char **argv)
     if (rc == NF_OK && guidance != 0 && c->classes == 0)
         rc = nf_error(NF_EINVAL, "--guidance needs a class-conditional model (nf image fit --conditional)");
     for (int i = 0; rc == NF_OK && i < n; i++) classes[i] = cls >= 0 ? cls : c->classes ? i % c->classes : -1;
-    double t0 = now_seconds();
+    double t0 = nf_seconds();
     if (rc == NF_OK) {
         nf_flow_set_invert(m->flow, (nf_invert_method)method, tol, 0);
         nf_flow_set_jacobi_block(m->flow, block);
         nf_flow_set_guidance(m->flow, guidance);
         rc = nf_model_image_sample(m, x, c->classes ? classes : NULL, n, temperature, denoise, rng);
     }
-    double wall = now_seconds() - t0;
+    double wall = nf_seconds() - t0;
     if (rc == NF_OK) {
         nf_image_grid g = {.h = c->h, .w = c->w, .c = c->c, .levels = c->levels, .cols = 0};
         rc = nf_image_grid_write_png(out, &g, x, n);

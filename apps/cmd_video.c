@@ -13,6 +13,7 @@
 #include "apps/flags.h"
 #include "apps/mpi.h"
 #include "apps/train_run.h"
+#include "core/clock.h"
 #include "core/h5.h"
 #include "datasets/videos.h"
 #include "plot/video_out.h"
@@ -370,13 +371,6 @@ static int cmd_eval(int argc, char **argv)
     return rc == NF_OK ? 0 : cli_fail(cmd);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 /* n videos of the file `from`, cycling, as the prefixes of the samples (levels). */
 static int given_videos(const char *from, nf_model *m, int n, nf_real **prefix)
 {
@@ -517,17 +511,17 @@ static int cmd_sample(int argc, char **argv)
     int passes = 0, ref_passes = 0;
     double wall = 0, ref_wall = 0, diff = 0, denoise_wall = 0;
     if (rc == NF_OK) {
-        double t0 = now_seconds();
+        double t0 = nf_seconds();
         rc = nf_model_video_sample(m, x, n, &sc, rng, &passes);
-        wall = now_seconds() - t0;
+        wall = nf_seconds() - t0;
         denoise_wall = nf_model_video_last_denoise_seconds(m);
     }
     if (rc == NF_OK && compare) { /* the same latents, token by token */
         nf_rng *r2 = nf_rng_alloc((uint64_t)seed, 0);
         sc.method = NF_INVERT_SEQUENTIAL;
-        double t0 = now_seconds();
+        double t0 = nf_seconds();
         rc = r2 ? nf_model_video_sample(m, xref, n, &sc, r2, &ref_passes) : nf_error(NF_ENOMEM, "out of memory");
-        ref_wall = now_seconds() - t0;
+        ref_wall = nf_seconds() - t0;
         nf_rng_free(r2);
         for (size_t k = 0; rc == NF_OK && k < (size_t)n * D; k++) diff = fmax(diff, fabs((double)x[k] - xref[k]));
     }

@@ -35,6 +35,8 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
+#include "core/clock.h"
+
 typedef struct pool {
     pthread_mutex_t run_lock;   /* held by the caller running a job */
     pthread_mutex_t sleep_lock; /* with wake: workers asleep */
@@ -62,12 +64,7 @@ int nf_threads_in_parallel(void)
     return in_part;
 }
 
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return 1e6 * (double)t.tv_sec + 1e-3 * (double)t.tv_nsec;
-}
+static double now_us(void) { return 1e6 * nf_seconds(); }
 
 static uint32_t generation(void) { return (uint32_t)(atomic_load(&P.state) >> 32); }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "training/keyed_noise.h"
 #include "training/micro_batch.h"
 #include "training/video_autoencoder.h"
@@ -789,13 +790,6 @@ double nf_model_video_last_denoise_seconds(const nf_model *m)
     return nf_model_video_config(m) ? ((const video_state *)m->state)->denoise_s : 0;
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 /* The drawn frames' latents z0 (n, L) (frames given..T-1) moved to the posterior mean of the clean
  * latents given the noisy ones: z0 + sigma^2 grad log p(z0) (flow) or z0 + D(z0) (learned); the
  * given frames' latents are left as they are. */
@@ -874,9 +868,9 @@ int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_
     int rc = nf_flow_sample_latent(m->flow, z0, NULL, st->z, NULL, n);
     if (rc == NF_OK && passes) *passes = nf_flow_last_sweeps(m->flow);
     if (rc == NF_OK && sc->denoise != NF_VIDEO_DENOISE_NONE) {
-        const double t0 = now_seconds();
+        const double t0 = nf_seconds();
         rc = denoise_latents(m, z0, n, sc);
-        st->denoise_s = now_seconds() - t0;
+        st->denoise_s = nf_seconds() - t0;
     }
     if (rc == NF_OK) codec_decode(m, st->y, z0, n * T);
     free(z0);

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
+
 void nf_train_config_init(nf_train_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -16,13 +18,6 @@ void nf_train_config_init(nf_train_config *c)
     c->seed = 1;
     nf_optim_init(&c->optim, NF_OPTIM_ADAM);
     nf_schedule_init(&c->schedule, NF_SCHED_CONSTANT, c->optim.lr);
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 static nf_params *clone_layout(const nf_params *src)
@@ -565,7 +560,7 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
     if (!hooks) hooks = &none;
     nf_model *f = t->model;
     nf_model_set_training(f, 1);
-    double started = now_seconds(), base_seconds = t->seconds, recent = 0;
+    double started = nf_seconds(), base_seconds = t->seconds, recent = 0;
     long start_step = t->step, total = total_steps(t);
     int rc = NF_OK;
     t->stop_reason[0] = '\0';
@@ -585,7 +580,7 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
         }
         if (stage_finished(t)) {
             if ((rc = next_stage(t)) != NF_OK) break;
-            started = now_seconds(), base_seconds = 0, start_step = 0, recent = 0;
+            started = nf_seconds(), base_seconds = 0, start_step = 0, recent = 0;
             total = total_steps(t);
             if (hooks->checkpoint && (rc = hooks->checkpoint(hooks->user, t)) != NF_OK) break;
             continue;
@@ -596,7 +591,7 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
         double ll = NAN, lr = 0;
         rc = step_once(t, &ll, &lr);
         if (rc != NF_OK) break;
-        t->seconds = base_seconds + (now_seconds() - started);
+        t->seconds = base_seconds + (nf_seconds() - started);
         if (isfinite(ll)) recent = recent == 0 ? ll : 0.98 * recent + 0.02 * ll;
         rc = after_step(t, lr, &p);
         if (rc != NF_OK) break;
