@@ -650,6 +650,25 @@ int nf_trainer_run(nf_trainer *t, const nf_train_hooks *hooks)
 
 /* ---- checkpoints --------------------------------------------------------------------------- */
 
+/* The parameter stores a checkpoint holds, in one list for writing and reading (so the two cannot
+ * drift apart): the current values and state, the best validation ones, the last known-good ones;
+ * with_state: the optimizer moments too (the stores a step goes on from). */
+typedef struct checkpoint_store {
+    const char *name;
+    nf_params *P;
+    int with_state;
+} checkpoint_store;
+#define CHECKPOINT_STORES 6
+
+static checkpoint_store checkpoint_store_of(const nf_trainer *t, int k)
+{
+    const checkpoint_store all[CHECKPOINT_STORES] = {
+        {"current", t->model->P, 1}, {"current_state", t->model->S, 0}, {"best", t->best_P, 0},
+        {"best_state", t->best_S, 0}, {"good", t->good_P, 1},          {"good_state", t->good_S, 0},
+    };
+    return all[k];
+}
+
 static int save_history(const nf_history *h, nf_h5 *f, const char *g)
 {
     char path[1024];
@@ -728,18 +747,11 @@ int nf_trainer_save(const nf_trainer *t, nf_h5 *f, const char *g)
     int rc = nf_h5_write_bytes(f, path, state, rs);
     free(state);
     NF_TRY(rc);
-    snprintf(path, sizeof path, "%s/current", g);
-    NF_TRY(nf_params_save(t->model->P, f, path, 1));
-    snprintf(path, sizeof path, "%s/current_state", g);
-    NF_TRY(nf_params_save(t->model->S, f, path, 0));
-    snprintf(path, sizeof path, "%s/best", g);
-    NF_TRY(nf_params_save(t->best_P, f, path, 0));
-    snprintf(path, sizeof path, "%s/best_state", g);
-    NF_TRY(nf_params_save(t->best_S, f, path, 0));
-    snprintf(path, sizeof path, "%s/good", g);
-    NF_TRY(nf_params_save(t->good_P, f, path, 1));
-    snprintf(path, sizeof path, "%s/good_state", g);
-    NF_TRY(nf_params_save(t->good_S, f, path, 0));
+    for (int k = 0; k < CHECKPOINT_STORES; k++) {
+        const checkpoint_store c = checkpoint_store_of(t, k);
+        snprintf(path, sizeof path, "%s/%s", g, c.name);
+        NF_TRY(nf_params_save(c.P, f, path, c.with_state));
+    }
     if (t->ema_P) {
         NF_TRY(nf_h5_attr_set_double(f, g, "ema_count", (double)t->ema_count));
         snprintf(path, sizeof path, "%s/ema", g);
@@ -884,18 +896,11 @@ int nf_trainer_load(nf_trainer *t, nf_h5 *f, const char *g)
     NF_TRY(read_rng_state(t, f, g, "rng_state", &state));
     nf_rng_state_set(t->rng, state);
     free(state);
-    snprintf(path, sizeof path, "%s/current", g);
-    NF_TRY(nf_params_load(t->model->P, f, path, 1));
-    snprintf(path, sizeof path, "%s/current_state", g);
-    NF_TRY(nf_params_load(t->model->S, f, path, 0));
-    snprintf(path, sizeof path, "%s/best", g);
-    NF_TRY(nf_params_load(t->best_P, f, path, 0));
-    snprintf(path, sizeof path, "%s/best_state", g);
-    NF_TRY(nf_params_load(t->best_S, f, path, 0));
-    snprintf(path, sizeof path, "%s/good", g);
-    NF_TRY(nf_params_load(t->good_P, f, path, 1));
-    snprintf(path, sizeof path, "%s/good_state", g);
-    NF_TRY(nf_params_load(t->good_S, f, path, 0));
+    for (int k = 0; k < CHECKPOINT_STORES; k++) {
+        const checkpoint_store c = checkpoint_store_of(t, k);
+        snprintf(path, sizeof path, "%s/%s", g, c.name);
+        NF_TRY(nf_params_load(c.P, f, path, c.with_state));
+    }
     double ema_count = 0;
     if (t->ema_P) {
         snprintf(path, sizeof path, "%s/ema", g);
