@@ -326,59 +326,33 @@ void nf_ar_type_destroy(nf_bijector *b)
 
 size_t nf_ar_type_workspace(const nf_bijector *b, int n) { return nf_ar_workspace((const nf_ar *)b->state, n); }
 
-/* maf / spline-ar forward (fast): z = F(x), one MADE pass. */
-int nf_ar_type_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
-                       nf_real *ws)
+/* The four directions by what they run, in the bijector table's argument order: forward and inverse
+ * both take (out, logdet, in), backward and inverse_backward both (d_in, dctx, d_out, dlogdet, in,
+ * out).  The fast map's v is its input; the slow map's v (the solution) is its output. */
+int nf_ar_type_fast(nf_bijector *b, nf_real *out, nf_real *logdet, const nf_real *in, const nf_real *ctx, int n,
+                    nf_real *ws)
 {
-    return nf_ar_fast(b, STATE_AR(b), y, logdet, x, ctx, n, ws);
+    return nf_ar_fast(b, STATE_AR(b), out, logdet, in, ctx, n, ws);
 }
 
-/* maf / spline-ar inverse (slow): x = F^-1(z), sequential or Jacobi. */
-int nf_ar_type_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
-                       nf_real *ws)
+int nf_ar_type_slow(nf_bijector *b, nf_real *out, nf_real *logdet, const nf_real *in, const nf_real *ctx, int n,
+                    nf_real *ws)
 {
-    return nf_ar_slow(b, STATE_AR(b), x, logdet, y, ctx, n, ws);
+    return nf_ar_slow(b, STATE_AR(b), out, logdet, in, ctx, n, ws);
 }
 
-int nf_ar_type_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
-                        const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws)
+int nf_ar_type_fast_backward(nf_bijector *b, nf_real *d_in, nf_real *dctx, const nf_real *d_out,
+                             const nf_real *dlogdet, const nf_real *in, const nf_real *out, const nf_real *ctx, int n,
+                             nf_real *ws)
 {
-    (void)y;
-    return nf_ar_fast_backward(b, STATE_AR(b), dx, dctx, dy, dlogdet, x, ctx, n, ws);
+    (void)out;
+    return nf_ar_fast_backward(b, STATE_AR(b), d_in, dctx, d_out, dlogdet, in, ctx, n, ws);
 }
 
-int nf_ar_type_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const nf_real *dx, const nf_real *dlogdet,
-                                const nf_real *y, const nf_real *x, const nf_real *ctx, int n, nf_real *ws)
+int nf_ar_type_slow_backward(nf_bijector *b, nf_real *d_in, nf_real *dctx, const nf_real *d_out,
+                             const nf_real *dlogdet, const nf_real *in, const nf_real *out, const nf_real *ctx, int n,
+                             nf_real *ws)
 {
-    (void)y;
-    return nf_ar_slow_backward(b, STATE_AR(b), dy, dctx, dx, dlogdet, x, ctx, n, ws);
-}
-
-/* iaf / spline-iaf forward (slow): the data x = F(z) solved for the latent z. */
-int nf_iaf_type_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
-                        nf_real *ws)
-{
-    return nf_ar_slow(b, STATE_AR(b), y, logdet, x, ctx, n, ws);
-}
-
-/* iaf / spline-iaf inverse (fast): x = F(z), one MADE pass. */
-int nf_iaf_type_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
-                        nf_real *ws)
-{
-    return nf_ar_fast(b, STATE_AR(b), x, logdet, y, ctx, n, ws);
-}
-
-int nf_iaf_type_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
-                         const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws)
-{
-    (void)x;
-    return nf_ar_slow_backward(b, STATE_AR(b), dx, dctx, dy, dlogdet, y, ctx, n, ws);
-}
-
-int nf_iaf_type_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const nf_real *dx,
-                                 const nf_real *dlogdet, const nf_real *y, const nf_real *x, const nf_real *ctx, int n,
-                                 nf_real *ws)
-{
-    (void)x;
-    return nf_ar_fast_backward(b, STATE_AR(b), dy, dctx, dx, dlogdet, y, ctx, n, ws);
+    (void)in;
+    return nf_ar_slow_backward(b, STATE_AR(b), d_in, dctx, d_out, dlogdet, out, ctx, n, ws);
 }

@@ -94,28 +94,22 @@ int nf_ar_slow_backward(nf_bijector *b, const nf_ar *ar, nf_real *dw, nf_real *d
                         const nf_real *dlogdet, const nf_real *v, const nf_real *ctx, int n, nf_real *ws);
 
 /* The bijector-type entries of the four types, whose states begin with their nf_ar (so b->state is
- * read as one) and hold nothing else to free: destroy, workspace, and the directions.  The "ar"
- * flavour (maf, spline-ar) takes v = data: forward fast, inverse slow; the "iaf" flavour (iaf,
- * spline-iaf) takes v = latent: forward slow, inverse fast.  Each type's table is its create, these
- * and its name. */
+ * read as one) and hold nothing else to free: destroy, workspace, and the directions by what they
+ * run.  maf and spline-ar take v = data: forward = fast, inverse = slow, backward = fast_backward,
+ * inverse_backward = slow_backward; iaf and spline-iaf take v = latent, the other way round.
+ * forward/inverse arguments (out, logdet, in), backward/inverse_backward (d_in, dctx, d_out,
+ * dlogdet, in, out), as the bijector table has them (flows/bijector.h). */
 void nf_ar_type_destroy(nf_bijector *b);
 size_t nf_ar_type_workspace(const nf_bijector *b, int n);
-int nf_ar_type_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
-                       nf_real *ws);
-int nf_ar_type_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
-                       nf_real *ws);
-int nf_ar_type_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
-                        const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws);
-int nf_ar_type_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const nf_real *dx, const nf_real *dlogdet,
-                                const nf_real *y, const nf_real *x, const nf_real *ctx, int n, nf_real *ws);
-int nf_iaf_type_forward(nf_bijector *b, nf_real *y, nf_real *logdet, const nf_real *x, const nf_real *ctx, int n,
-                        nf_real *ws);
-int nf_iaf_type_inverse(nf_bijector *b, nf_real *x, nf_real *logdet, const nf_real *y, const nf_real *ctx, int n,
-                        nf_real *ws);
-int nf_iaf_type_backward(nf_bijector *b, nf_real *dx, nf_real *dctx, const nf_real *dy, const nf_real *dlogdet,
-                         const nf_real *x, const nf_real *y, const nf_real *ctx, int n, nf_real *ws);
-int nf_iaf_type_inverse_backward(nf_bijector *b, nf_real *dy, nf_real *dctx, const nf_real *dx,
-                                 const nf_real *dlogdet, const nf_real *y, const nf_real *x, const nf_real *ctx, int n,
-                                 nf_real *ws);
+int nf_ar_type_fast(nf_bijector *b, nf_real *out, nf_real *logdet, const nf_real *in, const nf_real *ctx, int n,
+                    nf_real *ws);
+int nf_ar_type_slow(nf_bijector *b, nf_real *out, nf_real *logdet, const nf_real *in, const nf_real *ctx, int n,
+                    nf_real *ws);
+int nf_ar_type_fast_backward(nf_bijector *b, nf_real *d_in, nf_real *dctx, const nf_real *d_out,
+                             const nf_real *dlogdet, const nf_real *in, const nf_real *out, const nf_real *ctx, int n,
+                             nf_real *ws);
+int nf_ar_type_slow_backward(nf_bijector *b, nf_real *d_in, nf_real *dctx, const nf_real *d_out,
+                             const nf_real *dlogdet, const nf_real *in, const nf_real *out, const nf_real *ctx, int n,
+                             nf_real *ws);
 
 #endif

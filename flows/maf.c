@@ -236,13 +236,13 @@ static int maf_create(nf_bijector *b, nf_opts *opts, nf_rng *rng)
 const nf_bijector_type nf_bijector_maf = {
     "maf",
     "clamp=3 " NF_AR_OPTIONS_HELP " (forward one pass; inverse sequential/Jacobi)",
-    maf_create, nf_ar_type_destroy, nf_ar_type_workspace, nf_ar_type_forward, nf_ar_type_inverse, nf_ar_type_backward,
-    nf_ar_type_inverse_backward, NULL, NULL,
+    maf_create, nf_ar_type_destroy, nf_ar_type_workspace, nf_ar_type_fast, nf_ar_type_slow, nf_ar_type_fast_backward,
+    nf_ar_type_slow_backward, NULL, NULL,
 };
 
 const nf_bijector_type nf_bijector_iaf = {
     "iaf",
     "clamp=3 " NF_AR_OPTIONS_HELP " (inverse one pass; forward sequential/Jacobi)",
-    maf_create, nf_ar_type_destroy, nf_ar_type_workspace, nf_iaf_type_forward, nf_iaf_type_inverse,
-    nf_iaf_type_backward, nf_iaf_type_inverse_backward, NULL, NULL,
+    maf_create, nf_ar_type_destroy, nf_ar_type_workspace, nf_ar_type_slow, nf_ar_type_fast, nf_ar_type_slow_backward,
+    nf_ar_type_fast_backward, NULL, NULL,
 };
