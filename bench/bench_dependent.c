@@ -27,19 +27,13 @@
 #include <time.h>
 
 #include "core/blas.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "datasets/dependent_data.h"
 #include "distributions/dependent.h"
 #include "flows/flow.h"
 
 enum { N = 5000, B = 256, STEPS = 60, WARM = 5 };
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int by_value(const void *a, const void *b)
 {
@@ -107,7 +101,7 @@ int main(int argc, char **argv)
             nf_dep_lookahead(d, w == 2);
             double t0 = 0;
             for (int st = 0; st < WARM + STEPS; st++) {
-                if (st == WARM) t0 = now();
+                if (st == WARM) t0 = nf_seconds();
                 memset(used, 0, N);
                 for (int i = 0; i < B; i++) {
                     size_t v;
@@ -121,7 +115,7 @@ int main(int argc, char **argv)
                 nf_params_zero_grad(f->P);
                 if (nf_flow_nll_step(f, xb, NULL, w ? idx : NULL, B, &nll) != NF_OK) die("step");
             }
-            ms[w * blocks + blk] = (now() - t0) / STEPS * 1e3;
+            ms[w * blocks + blk] = (nf_seconds() - t0) / STEPS * 1e3;
         }
     printf("| threads | step | ms per step (median; quartiles over %d blocks of %d) | against i.i.d. |\n", blocks,
            STEPS);
@@ -137,9 +131,9 @@ int main(int argc, char **argv)
     }
     double upd[5];
     for (int r = 0; r < 5; r++) {
-        double theta = 0.5, t0 = now();
+        double theta = 0.5, t0 = nf_seconds();
         if (nf_dep_best_theta(d, X, 2, &theta, 3) != NF_OK) die("lambda update");
-        upd[r] = (now() - t0) * 1e3;
+        upd[r] = (nf_seconds() - t0) * 1e3;
     }
     qsort(upd, 5, sizeof *upd, by_value);
     printf("\none update of a learned lambda (all %d latents): %.1f ms (median of 5)\n", N, upd[2]);

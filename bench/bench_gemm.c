@@ -12,13 +12,7 @@
 #include <time.h>
 
 #include "core/blas.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "core/clock.h"
 
 static void run(const char *what, int tA, int tB, int M, int N, int K)
 {
@@ -35,9 +29,9 @@ static void run(const char *what, int tA, int tB, int M, int N, int K)
     int reps = (int)(0.2 / (flops / 100e9));
     reps = reps < 3 ? 3 : reps;
     nf_gemm(tA, tB, M, N, K, 1, A, lda, B, ldb, 1, C, N);
-    const double t0 = now();
+    const double t0 = nf_seconds();
     for (int r = 0; r < reps; r++) nf_gemm(tA, tB, M, N, K, 1, A, lda, B, ldb, 1, C, N);
-    const double dt = (now() - t0) / reps;
+    const double dt = (nf_seconds() - t0) / reps;
     printf("%-44s %c%c M %6d N %4d K %6d  %10.1f us  %6.1f GFLOP/s\n", what, tA ? 'T' : 'N', tB ? 'T' : 'N', M, N, K,
            dt * 1e6, flops / dt * 1e-9);
     free(A), free(B), free(C);
