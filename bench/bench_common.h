@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "core/blas.h"
+#include "core/clock.h"
 #include "datasets/dataset.h"
 #include "flows/flow.h"
 #include "training/optim.h"
@@ -47,13 +48,6 @@ static inline const bench_config *bench_find(const char *name)
     for (size_t i = 0; i < sizeof BENCH_CONFIGS / sizeof BENCH_CONFIGS[0]; i++)
         if (!strcmp(BENCH_CONFIGS[i].name, name)) return &BENCH_CONFIGS[i];
     return NULL;
-}
-
-static inline double bench_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* CPU time of the whole process (all threads): with one thread it is what the work took when the

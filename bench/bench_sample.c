@@ -27,9 +27,9 @@ static sample_result time_sampling(nf_flow *f, nf_real *x, int n, int reps, uint
     sample_result res = {INFINITY, INFINITY, 0, 0};
     for (int r = 0; r <= reps; r++) {
         nf_rng *rng = nf_rng_alloc(seed, 5);
-        double t0 = bench_now(), c0 = bench_cpu();
+        double t0 = nf_seconds(), c0 = bench_cpu();
         if (nf_flow_sample(f, x, NULL, NULL, n, rng) != NF_OK) bench_die("sample");
-        double dt = bench_now() - t0, dc = bench_cpu() - c0;
+        double dt = nf_seconds() - t0, dc = bench_cpu() - c0;
         nf_rng_free(rng);
         if (r > 0 && dt < res.seconds) res.seconds = dt;
         if (r > 0 && dc < res.cpu_seconds) res.cpu_seconds = dc;

@@ -216,9 +216,9 @@ static double time_replay(void (*replay)(const gemm_call *, int), const gemm_cal
     for (int k = 0; k < reps; k++) {
         reset_arena();
         replay(r, n);
-        double t0 = bench_now(), c0 = bench_cpu();
+        double t0 = nf_seconds(), c0 = bench_cpu();
         for (int i = 0; i < steps; i++) replay(r, n);
-        double dt = bench_now() - t0, dc = bench_cpu() - c0;
+        double dt = nf_seconds() - t0, dc = bench_cpu() - c0;
         if (dt < best) best = dt;
         if (dc < *cpu) *cpu = dc;
     }
@@ -251,9 +251,9 @@ int main(int argc, char **argv)
 
     for (int i = 0; i < warm; i++) bench_step(&t);
     recording = 1;
-    double t1 = bench_now();
+    double t1 = nf_seconds();
     bench_step(&t);
-    t1 = bench_now() - t1;
+    t1 = nf_seconds() - t1;
     recording = 0;
     /* On a busy machine a step can be many times slower than usual: cap the timed part. */
     if (t1 * steps * reps > max_seconds) {
@@ -269,9 +269,9 @@ int main(int argc, char **argv)
 
     double best = INFINITY, best_cpu = INFINITY; /* wall time of the fastest block; the least CPU time */
     for (int r = 0; r < reps; r++) {
-        double t0 = bench_now(), c0 = bench_cpu();
+        double t0 = nf_seconds(), c0 = bench_cpu();
         for (int i = 0; i < steps; i++) bench_step(&t);
-        double dt = bench_now() - t0, dc = bench_cpu() - c0;
+        double dt = nf_seconds() - t0, dc = bench_cpu() - c0;
         if (dt < best) best = dt;
         if (dc < best_cpu) best_cpu = dc;
     }
