@@ -11,7 +11,18 @@ displacements (no longer the raw data's whole-pixel steps) are what its samples 
 samples are tested against them too, and the reconstructed data against the raw.
 The centre of mass weighs each pixel by its grey level above a quarter of the range (the sprite on a
 black background; sampled noise below that is ignored); a frame with no such pixel is skipped.
-Displacements are compared to 1e-6 px."""
+Displacements are compared to 1e-6 px.
+
+Also, for scale (the KS test alone cannot give it, see below):
+- w1: the Wasserstein-1 distance (px) between the data's and the samples' displacements, with three
+  references on the same data: w1_data_halves (the test videos' two halves against each other: the
+  sampling noise), w1_shuffled_frames (the data with each video's frames in a random order: right
+  sprites, incoherent motion) and w1_still (every displacement 0: no motion).
+- ks_d_jitter_floor: the data's displacements moved by at most 0.05 px (uniform, seeded) against
+  themselves.  The data's displacements sit on a few atoms (whole-pixel steps of an unchanged sprite);
+  any sample whose displacements spread however little around the right atoms puts about half of each
+  atom's mass on either side of it, so KS D cannot fall below about half the largest atom's mass
+  (largest_atom) unless the samples move their sprites by exact whole pixels."""
 import json
 import math
 import os
@@ -47,6 +58,27 @@ def displacements(v, levels):
     return np.round(d[np.isfinite(d)], 6)
 
 
+def wasserstein1(a, b):
+    """W1 between two empirical distributions on the line: the integral of |F_a - F_b|."""
+    grid = np.sort(np.concatenate([a, b]))
+    fa = np.searchsorted(np.sort(a), grid[:-1], side="right") / len(a)
+    fb = np.searchsorted(np.sort(b), grid[:-1], side="right") / len(b)
+    return float(np.sum(np.abs(fa - fb) * np.diff(grid)))
+
+
+def references(data, levels, a, rng):
+    """The scale of w1 and the floor of KS D on these data (see the module's docstring)."""
+    half = len(data) // 2
+    shuffled = np.stack([v[rng.permutation(v.shape[0])] for v in data])
+    jitter = a + rng.uniform(-0.05, 0.05, size=a.shape)
+    _, counts = np.unique(a, return_counts=True)
+    return {"w1_data_halves": wasserstein1(displacements(data[:half], levels), displacements(data[half:], levels)),
+            "w1_shuffled_frames": wasserstein1(a, displacements(shuffled, levels)),
+            "w1_still": wasserstein1(a, np.zeros(1)),
+            "largest_atom": float(counts.max() / len(a)),
+            "ks_d_jitter_floor": ks_2samp(a, jitter)[0]}
+
+
 def dct_matrix(B):
     """Orthonormal DCT-II: row u, column x."""
     C = np.array([[math.cos(math.pi * (2 * x + 1) * u / (2 * B)) for x in range(B)] for u in range(B)])
@@ -72,7 +104,8 @@ def main():
     d, p = ks_2samp(a, b)
     out = {"data_steps": len(a), "sample_steps": len(b), "data_mean": float(a.mean()),
            "sample_mean": float(b.mean()), "data_median": float(np.median(a)),
-           "sample_median": float(np.median(b)), "ks_d": d, "ks_p": p}
+           "sample_median": float(np.median(b)), "ks_d": d, "ks_p": p, "w1": wasserstein1(a, b)}
+    out.update(references(data, levels, a, np.random.default_rng(1)))
     if len(sys.argv) == 6 and sys.argv[3] == "--codec":
         B, K = int(sys.argv[4]), int(sys.argv[5])
         c = displacements(through_codec(data, levels, B, K), levels)
