@@ -215,6 +215,30 @@ static int sweep(void *user, nf_real *v_new, const nf_real *v_old, const int *ro
     return NF_OK;
 }
 
+/* The exact sequential solve of a plain MADE, level by level: for each degree k in order, what level
+ * k adds to the MADE's pass (nf_mlp_forward_level), then the inverse of the dims of degree k.  The
+ * rows are independent, so parts of them run on the pool's threads, each through every level (one
+ * level alone is too small a product to split): the same values as the solver's sequential passes
+ * over all rows at once, on any number of threads. */
+typedef struct ar_levels {
+    const nf_ar *ar;
+    const nf_params *P;
+    const nf_real *w, *ctx;
+    nf_real *v, *mlp_ws, *theta, *lde;
+    int n;
+} ar_levels;
+
+static void levels_rows(void *arg, int r0, int r1)
+{
+    const ar_levels *u = arg;
+    const nf_ar *ar = u->ar;
+    const size_t o = (size_t)r0 * ar->D;
+    for (int k = 1; k <= ar->depth; k++) {
+        nf_mlp_forward_level_rows(ar->made, u->P, u->mlp_ws, u->theta, u->v, ar->C ? u->ctx : NULL, u->n, r0, r1, k);
+        inverse_dims(ar, u->v + o, u->lde + o, u->w + o, u->theta + o * ar->P, r1 - r0, k, k);
+    }
+}
+
 /* slow: v = g(v) with g(v)_i = T^-1(w_i; theta_i(v)), from v = w, each row until its own change is
  * within tolerance;  logdet -= sum_i log T'(v_i; theta_i). */
 int nf_ar_slow(nf_bijector *b, const nf_ar *ar, nf_real *v, nf_real *logdet, const nf_real *w, const nf_real *ctx,
@@ -226,11 +250,20 @@ int nf_ar_slow(nf_bijector *b, const nf_ar *ar, nf_real *v, nf_real *logdet, con
     nf_jacobi_config cfg = nf_jacobi_config_of(b, ar->depth);
     /* Level by level, the exact sequential solve costs one network pass: fewer than any Jacobi solve. */
     if (ar->levels && cfg.method == NF_INVERT_AUTO) cfg.method = NF_INVERT_SEQUENTIAL;
-    nf_jacobi_result res;
-    int rc = nf_jacobi_solve_rows(&cfg, sweep, &u, v, w, ws + L.tmp, n, (size_t)ar->D, (int *)(ws + L.dtheta), &res);
-    b->last_sweeps = res.sweeps;
-    b->last_fell_back = res.fell_back;
-    if (rc != NF_OK) return nf_error_context(rc, "%s (%s)", b->type->name, b->name);
+    if (ar->levels && cfg.method == NF_INVERT_SEQUENTIAL && n > 0) {
+        memcpy(v, w, (size_t)n * ar->D * sizeof *v);
+        ar_levels lv = {ar, b->P, w, ctx, v, u.mlp_ws, u.theta, u.lde, n};
+        nf_mlp_run_rows(ar->made, n, levels_rows, &lv);
+        b->last_sweeps = ar->depth;
+        b->last_fell_back = 0;
+    } else {
+        nf_jacobi_result res;
+        int rc = nf_jacobi_solve_rows(&cfg, sweep, &u, v, w, ws + L.tmp, n, (size_t)ar->D, (int *)(ws + L.dtheta),
+                                      &res);
+        b->last_sweeps = res.sweeps;
+        b->last_fell_back = res.fell_back;
+        if (rc != NF_OK) return nf_error_context(rc, "%s (%s)", b->type->name, b->name);
+    }
     const nf_real *lde = ws + L.lde;
     for (int r = 0; r < n; r++) {
         double s = 0;

@@ -273,6 +273,26 @@ static int row_parts(int T, int n)
     return p > 1 ? p : 1;
 }
 
+typedef struct rows_job {
+    nf_rows_fn *fn;
+    void *arg;
+    int n;
+} rows_job;
+
+static void rows_part(void *arg, int part, int nparts)
+{
+    const rows_job *j = arg;
+    j->fn(j->arg, (int)((long)j->n * part / nparts), (int)((long)j->n * (part + 1) / nparts));
+}
+
+void nf_mlp_run_rows(const nf_mlp *m, int n, nf_rows_fn *fn, void *arg)
+{
+    if (n <= 0) return;
+    const int T = nf_nn_threads(n, n * m->flops_per_row);
+    rows_job j = {fn, arg, n};
+    nf_threads_run(T, row_parts(T, n), rows_part, &j);
+}
+
 void nf_mlp_forward(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
                     const nf_real *ctx, int n)
 {

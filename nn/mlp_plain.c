@@ -174,24 +174,28 @@ static void linear_part(const nf_linear *L, const nf_params *P, nf_real *y, int 
     if (k > 0 && nc > 0) nf_gemm(0, 1, n, rows, nc, 1, c, nc, W + (L->in - nc), L->in, 1, y + o0, ldy);
 }
 
-void nf_mlp_forward_level(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
-                          const nf_real *ctx, int n, int k)
+void nf_mlp_forward_level_rows(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                               const nf_real *ctx, int n, int r0, int r1, int k)
 {
     const int L = m->cfg.layers, H = m->cfg.hidden, D = m->cfg.in, nc = m->cfg.ctx, opi = m->cfg.out_per_input;
-    if (n <= 0) return;
+    const int rows = r1 - r0;
+    if (rows <= 0) return;
     int u0 = 0, u1 = 0;
     while (u0 < H && m->hdeg[u0] < k - 1) u0++;
     u1 = u0;
     while (u1 < H && m->hdeg[u1] <= k - 1) u1++;
+    x += (size_t)r0 * D;
+    y += (size_t)r0 * m->cfg.out;
+    if (ctx) ctx += (size_t)r0 * nc;
     const nf_real *h = NULL;
     for (int l = 0; l < L; l++) {
-        plain_ws w = layer_at(m, ws, n, l, 0);
-        if (l == 0) linear_part(&m->lin[0], P, w.a, H, x, D, D, ctx, nc, u0, u1, n);
-        else linear_part(&m->lin[l], P, w.a, H, h, H, u1, NULL, 0, u0, u1, n);
+        plain_ws w = layer_at(m, ws, n, l, r0);
+        if (l == 0) linear_part(&m->lin[0], P, w.a, H, x, D, D, ctx, nc, u0, u1, rows);
+        else linear_part(&m->lin[l], P, w.a, H, h, H, u1, NULL, 0, u0, u1, rows);
         if (u0 == 0 && u1 == H) /* every unit: one contiguous pass */
-            nf_act_forward_ex(m->cfg.act, m->slope, w.h, w.a, (size_t)n * H);
+            nf_act_forward_ex(m->cfg.act, m->slope, w.h, w.a, (size_t)rows * H);
         else if (u1 > u0)
-            for (int r = 0; r < n; r++)
+            for (int r = 0; r < rows; r++)
                 nf_act_forward_ex(m->cfg.act, m->slope, w.h + (size_t)r * H + u0, w.a + (size_t)r * H + u0,
                                   (size_t)(u1 - u0));
         h = w.h;
@@ -199,5 +203,11 @@ void nf_mlp_forward_level(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_r
     for (int i = 0; i < D; i++)
         if (m->deg[i] == k)
             linear_part(&m->lin[L], P, y, m->cfg.out, h, H, u1, m->out_ctx ? ctx : NULL, m->out_ctx ? nc : 0,
-                        i * opi, (i + 1) * opi, n);
+                        i * opi, (i + 1) * opi, rows);
+}
+
+void nf_mlp_forward_level(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                          const nf_real *ctx, int n, int k)
+{
+    nf_mlp_forward_level_rows(m, P, ws, y, x, ctx, n, 0, n, k);
 }

@@ -136,6 +136,15 @@ void nf_mlp_forward(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y
 int nf_mlp_has_levels(const nf_mlp *m);
 void nf_mlp_forward_level(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
                           const nf_real *ctx, int n, int k);
+/* The same for rows r0..r1-1 of the n rows (ws laid out for n): each row's values depend on that row
+ * alone, so parts of the rows may run on different threads (nf_mlp_run_rows), each calling the
+ * levels in order. */
+void nf_mlp_forward_level_rows(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y, const nf_real *x,
+                               const nf_real *ctx, int n, int r0, int r1, int k);
+/* fn(arg, r0, r1) over parts of the rows 0..n-1 on as many threads as a forward pass of m over n rows
+ * would take (one part, on the caller, for a small pass or inside a parallel part). */
+typedef void nf_rows_fn(void *arg, int r0, int r1);
+void nf_mlp_run_rows(const nf_mlp *m, int n, nf_rows_fn *fn, void *arg);
 /* After forward with the same ws: dx += dL/dx, dctx += dL/dctx (either may be NULL), P->grad += dL/dtheta. */
 void nf_mlp_backward(const nf_mlp *m, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dctx,
                      const nf_real *dy, const nf_real *x, const nf_real *ctx, int n);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/blas.h"
 #include "core/rng.h"
 #include "flows/jacobi.h"
 #include "tests/testutil.h"
@@ -350,6 +351,38 @@ START_TEST(test_jacobi_all_types)
 }
 END_TEST
 
+/* The exact level-by-level solve runs parts of the rows on the pool's threads: the same values to
+ * the bit on one thread and on two, for each autoregressive type (slow inverse or slow forward). */
+START_TEST(test_levels_threads)
+{
+    const char *types[4] = {"maf", "iaf", "spline-ar", "spline-iaf"};
+    const int fwd_slow[4] = {0, 1, 0, 1};
+    enum { D = 8, C = 2, N = 701 };
+    nf_real *in = malloc(N * D * sizeof(nf_real)), *ctx = malloc(N * C * sizeof(nf_real));
+    nf_real *a = malloc(N * D * sizeof(nf_real)), *b = malloc(N * D * sizeof(nf_real)), la[N], lb[N];
+    nf_test_fill_normal(in, N * D, 1.3, 61);
+    nf_test_fill_normal(ctx, N * C, 0.8, 62);
+    for (int k = 0; k < 4; k++) {
+        tb t;
+        tb_open(&t, types[k], D, C, k < 2 ? "hidden=64,order=random,zero_init=0" : "hidden=64,bins=6,zero_init=0",
+                N, 0.25, 71 + k);
+        nf_blas_set_threads(1);
+        int used = slow(&t, NF_INVERT_SEQUENTIAL, a, la, in, ctx, fwd_slow[k]);
+        ck_assert_int_eq(used, D);
+        nf_blas_set_threads(2);
+        used = slow(&t, NF_INVERT_AUTO, b, lb, in, ctx, fwd_slow[k]);
+        ck_assert_int_eq(used, D);
+        for (int i = 0; i < N * D; i++)
+            ck_assert_msg(a[i] == b[i], "%s: entry %d is %.10g on one thread, %.10g on two", types[k], i, (double)a[i],
+                          (double)b[i]);
+        for (int r = 0; r < N; r++) ck_assert(la[r] == lb[r]);
+        tb_close(&t);
+    }
+    nf_blas_set_threads(0);
+    free(in); free(ctx); free(a); free(b);
+}
+END_TEST
+
 #ifdef NF_DOUBLE
 /* Gradients after a Jacobi slow pass equal those after a sequential one: backward reruns the
  * conditioner at the solution, so what the solver left in the workspace does not matter. */
@@ -671,6 +704,7 @@ static Suite *suite(void)
     tcase_add_test(tj, test_jacobi_strong_made);
     tcase_add_test(tj, test_auto_falls_back);
     tcase_add_test(tj, test_jacobi_all_types);
+    tcase_add_test(tj, test_levels_threads);
 #ifdef NF_DOUBLE
     tcase_add_test(tj, test_backward_after_jacobi);
 #endif

@@ -1001,6 +1001,23 @@ START_TEST(test_made_levels)
         for (int i = 0; i < c.n * out; i++)
             ck_assert_msg(relerr(yl[i], c.y[i], 1) < TOL_FWD, "case %d: y[%d] = %.10g level by level, %.10g in one pass",
                           t, i, (double)yl[i], (double)c.y[i]);
+        /* in two parts of the rows (as threads run them: each part through every level, the second
+         * after the first), the same values to the bit */
+        nf_real *yp = malloc((size_t)c.n * out * sizeof *yp);
+        for (int i = 0; i < c.n * out; i++) yp[i] = NAN;
+        for (size_t i = 0; i < nws; i++) c.ws[i] = NAN;
+        const int cut[3] = {0, c.n / 3, c.n};
+        for (int p = 0; p < 2; p++)
+            for (int k = 1; k <= D; k++) {
+                for (int r = cut[p]; r < cut[p + 1]; r++)
+                    for (int j = 0; j < D; j++)
+                        xs[r * D + j] = deg[j] < k ? c.x[r * D + j] : (nf_real)(3.5 + r + 7 * j + 11 * k);
+                nf_mlp_forward_level_rows(c.m, c.P, c.ws, yp, xs, c.ctx, c.n, cut[p], cut[p + 1], k);
+            }
+        for (int i = 0; i < c.n * out; i++)
+            ck_assert_msg(yp[i] == yl[i], "case %d: y[%d] = %.10g in parts of the rows, %.10g on all rows", t, i,
+                          (double)yp[i], (double)yl[i]);
+        free(yp);
         free(yl);
         free(xs);
         net_teardown(&c);
