@@ -121,7 +121,7 @@ def fit(a):
     flow.eval()
     with torch.no_grad():
         lp = torch.cat([flow.log_prob(xt[i:i + 4096]).double() for i in range(0, xt.shape[0], 4096)])
-    out = {"bench": "quality", "name": a.name or os.path.basename(a.train), "steps": a.steps, "batch": batch,
+    out = {"bench": "quality", "name": a.name or os.path.basename(a.train), "steps": a.steps, "seed": a.seed, "batch": batch,
            "n_train": n, "n_test": xt.shape[0], "dim": D, "seconds": seconds,
            "mean_log_prob": float(lp.mean()), "stderr": float(lp.std() / math.sqrt(lp.numel()))}
     if lpt is not None:

@@ -27,6 +27,10 @@
 #   BENCH_QUALITY_SETS          which sets                       [all seven; quick: checkerboard 8gaussians teacher16]
 #   BENCH_QUALITY_TRAIN_N / BENCH_QUALITY_TEST_N  rows of the train and test files  [100000 / 20000]
 #   BENCH_QUALITY_SEED          training seed of both sides (initial weights, batches)  [1]
+#   BENCH_QUALITY_SEEDS         several training seeds, e.g. "1 2 3 4 5": every set is fitted once per
+#                               seed on each side and the report compares the means over seeds, with
+#                               their standard errors (one seed's fit says which batches it drew as
+#                               much as which implementation is better)     [BENCH_QUALITY_SEED]
 #   BENCH_MEM_STEPS             steps of the memory run                             [300; quick 30]
 set -u
 cd "$(dirname "$0")/.."
@@ -53,7 +57,7 @@ fi
 NF_THREADS=${BENCH_NF_THREADS:-1 2}
 TORCH_SETTINGS=${BENCH_TORCH_SETTINGS:-1:1 2:1 1:2}
 QSETS=${BENCH_QUALITY_SETS:-$QSETS_DEFAULT}
-QSEED=${BENCH_QUALITY_SEED:-1}
+QSEEDS=${BENCH_QUALITY_SEEDS:-${BENCH_QUALITY_SEED:-1}}
 CONFIGS="maf realnvp nsf maf-small"
 # nf's command re-executes itself with passive OpenMP waiting (apps/main.c: spinning threads are
 # many times slower on busy cores); the bench programs and PyTorch get the same environment.
@@ -175,25 +179,26 @@ fi
 # ---- quality at a fixed budget ---------------------------------------------------------------------------
 # One job per (set, implementation), two at a time (nf and PyTorch on one thread each); the step
 # count is what is compared, so running side by side changes nothing but the wall time.
-quality_nf() {  # SET STEPS TRAIN TEST
-    local name=$1 steps=$2 model=$OUT/models/q_$1.h5 ev
+quality_nf() {  # SET STEPS TRAIN TEST SEED
+    local name=$1 steps=$2 seed=$5 model=$OUT/models/q_$1_$5.h5 logp=$OUT/q/$1_$5.nf_logp.h5 ev
     rm -f "$model" # a fresh fit (nf fit refuses to replace a model without --force)
     if ! run /dev/null "$NF" fit "$3" -o "$model" --flow nsf-coupling --layers 10 --bins 8 --tail 5 --hidden 128 \
         --blocks 2 --steps "$steps" --batch 512 --lr 1e-3 --optimizer adam --schedule cosine --clip 5 --val-frac 0 \
-        --checkpoint-every 0 --seed "$QSEED" --threads 1 --quiet; then
-        echo "{\"impl\": \"nf\", \"bench\": \"quality\", \"name\": \"$name\", \"steps\": $steps, \"error\": \"nf fit failed\"}"
+        --checkpoint-every 0 --seed "$seed" --threads 1 --quiet; then
+        echo "{\"impl\": \"nf\", \"bench\": \"quality\", \"name\": \"$name\", \"steps\": $steps, \"seed\": $seed, \"error\": \"nf fit failed\"}"
         return
     fi
     printf '%s\n' "$NF eval $model $4 --json" >> "$CMDS"
     if ev=$("$NF" eval "$model" "$4" --json 2>> "$ERR"); then
         # the gap's standard error from the per-point log-densities (nf eval prints it, but not in --json)
-        run /dev/null "$NF" logprob "$model" "$4" -o "$OUT/q/$name.nf_logp.h5"
+        rm -f "$logp"
+        run /dev/null "$NF" logprob "$model" "$4" -o "$logp"
         echo "$ev" | $PY -c "
 import json, sys, math, h5py
 d = json.loads(sys.stdin.read())
-d.update(impl='nf', bench='quality', name='$name', steps=$steps)
+d.update(impl='nf', bench='quality', name='$name', steps=$steps, seed=$seed)
 try:
-    lp = h5py.File('$OUT/q/$name.nf_logp.h5', 'r')['logp'][...].astype('float64')
+    lp = h5py.File('$logp', 'r')['logp'][...].astype('float64')
     lt = h5py.File('$4', 'r')['logp_true'][...].astype('float64')
     g = lt - lp
     d['kl_gap_stderr'] = float(g.std(ddof=1) / math.sqrt(g.size))
@@ -201,13 +206,13 @@ except Exception as e:
     d['kl_gap_stderr_error'] = str(e)
 print(json.dumps(d))"
     else
-        echo "{\"impl\": \"nf\", \"bench\": \"quality\", \"name\": \"$name\", \"steps\": $steps, \"error\": \"nf eval failed\"}"
+        echo "{\"impl\": \"nf\", \"bench\": \"quality\", \"name\": \"$name\", \"steps\": $steps, \"seed\": $seed, \"error\": \"nf eval failed\"}"
     fi
 }
-quality_ref() {
+quality_ref() {  # SET STEPS TRAIN TEST SEED
     run /dev/stdout env OPENBLAS_NUM_THREADS=1 $PY bench/ref_bench.py fit --train "$3" --test "$4" --steps "$2" \
-        --batch 512 --threads 1 --seed "$QSEED" --name "$1" ||
-        echo "{\"impl\": \"torch\", \"bench\": \"quality\", \"name\": \"$1\", \"steps\": $2, \"error\": \"reference fit failed\"}"
+        --batch 512 --threads 1 --seed "$5" --name "$1" ||
+        echo "{\"impl\": \"torch\", \"bench\": \"quality\", \"name\": \"$1\", \"steps\": $2, \"seed\": $5, \"error\": \"reference fit failed\"}"
 }
 make_data() {  # NAME N SEED OUT [--dim D]: nf data make, or bench_data where the command is missing
     local name=$1 n=$2 seed=$3 out=$4; shift 4
@@ -216,11 +221,11 @@ make_data() {  # NAME N SEED OUT [--dim D]: nf data make, or bench_data where th
     run /dev/null "$BIN/bench_data" "$name" "$n" "$seed" "$out" "$@"
 }
 if ! skip quality; then
-    say "quality: sets $QSETS, $QSTEPS / $QSTEPS_OTHER steps"
+    say "quality: sets $QSETS, $QSTEPS / $QSTEPS_OTHER steps, seeds $QSEEDS"
     : > "$OUT/quality.jsonl"
     jobs_file=$OUT/q/jobs
     : > "$jobs_file"
-    rm -f "$OUT"/q/*.nf.json "$OUT"/q/*.ref.json
+    rm -f "$OUT"/q/*.nf.json "$OUT"/q/*.ref.json "$OUT"/q/*.nf_logp.h5
     for s in $QSETS; do
         ds=$s; extra=()
         [ "$s" = teacher16 ] && { ds=teacher; extra=(--dim 16); }
@@ -232,17 +237,23 @@ if ! skip quality; then
         fi
         steps=$QSTEPS_OTHER
         case $s in checkerboard|8gaussians) steps=$QSTEPS ;; esac
-        echo "ref $s $steps $tr $te" >> "$jobs_file"
-        echo "nf $s $steps $tr $te" >> "$jobs_file"
+        for seed in $QSEEDS; do
+            echo "ref $s $steps $tr $te $seed" >> "$jobs_file"
+            echo "nf $s $steps $tr $te $seed" >> "$jobs_file"
+        done
     done
     # longest first (the reference is the slower one), two at a time
-    while read -r impl s steps tr te; do
+    while read -r impl s steps tr te seed; do
         while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
-        if [ "$impl" = nf ]; then quality_nf "$s" "$steps" "$tr" "$te" > "$OUT/q/$s.nf.json" &
-        else quality_ref "$s" "$steps" "$tr" "$te" > "$OUT/q/$s.ref.json" & fi
-    done < <(sort -k3,3nr -k1,1r "$jobs_file")
+        if [ "$impl" = nf ]; then quality_nf "$s" "$steps" "$tr" "$te" "$seed" > "$OUT/q/${s}_$seed.nf.json" &
+        else quality_ref "$s" "$steps" "$tr" "$te" "$seed" > "$OUT/q/${s}_$seed.ref.json" & fi
+    done < <(sort -s -k3,3nr -k1,1r "$jobs_file")
     wait
-    for s in $QSETS; do cat "$OUT/q/$s.nf.json" "$OUT/q/$s.ref.json" 2>/dev/null >> "$OUT/quality.jsonl"; done
+    for s in $QSETS; do
+        for seed in $QSEEDS; do
+            cat "$OUT/q/${s}_$seed.nf.json" "$OUT/q/${s}_$seed.ref.json" 2>/dev/null >> "$OUT/quality.jsonl"
+        done
+    done
 fi
 
 # ---- memory of nf fit -------------------------------------------------------------------------------------
