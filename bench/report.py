@@ -378,10 +378,13 @@ if os.path.exists(analysis):
     md.append("\n" + open(analysis).read().strip() + "\n")
 
 md.append("\n## Exact commands\n")
-md.append("Run from the repository root by bench/run.sh (`make bench`), in this order:\n\n```")
-cmds = os.path.join(OUT, "commands.txt")
-if os.path.exists(cmds):
-    md.extend(line.rstrip("\n") for line in open(cmds))
+md.append("Run from the repository root by bench/run.sh (`make bench`), in this order (a phase the last run"
+          " skipped: the commands of the run that made its results):\n\n```")
+for part in ["commands.txt"] + [f"commands.{p}.txt" for p in ("check", "train", "sample", "jacobi", "quality",
+                                                              "memory", "tpp")]:
+    cmds = os.path.join(OUT, part)
+    if os.path.exists(cmds):
+        md.extend(line.rstrip("\n") for line in open(cmds))
 md.append("```\n")
 
 # The sections after "Exact commands" are hand-written (the research systems' results, each with the

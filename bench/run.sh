@@ -62,6 +62,8 @@ CONFIGS="maf realnvp nsf maf-small"
 # nf's command re-executes itself with passive OpenMP waiting (apps/main.c: spinning threads are
 # many times slower on busy cores); the bench programs and PyTorch get the same environment.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+# the commands go to commands.txt (setting up) and commands.PHASE.txt (each phase run), so a run that
+# skips phases keeps the commands of the earlier run that made their results
 CMDS=$OUT/commands.txt
 ERR=$OUT/stderr.log
 : > "$CMDS"
@@ -75,6 +77,8 @@ skip() {
     case "$SKIP" in *",$1,"*) return 0 ;; esac
     phase_done
     PHASE=$1; PHASE_T=$(date +%s)
+    CMDS=$OUT/commands.$1.txt
+    : > "$CMDS"
     return 1
 }
 phase_done() { [ -n "$PHASE" ] && echo "seconds_$PHASE=$(( $(date +%s) - PHASE_T ))" >> "$OUT/machine.txt"; PHASE=""; }
