@@ -265,11 +265,14 @@ int nf_blocks_plan(nf_blocks *bk, const unsigned char *mask, int out, int in, in
         for (int b = 0; b < best.ncb; b++) {
             const int cls = best.cls[a * best.ncb + b];
             if (!cls) continue;
-            area += rows * (size_t)(best.cb[b + 1] - best.cb[b]);
-            if (cls != 2) continue;
+            if (cls != 2) {
+                area += rows * (size_t)(best.cb[b + 1] - best.cb[b]);
+                continue;
+            }
             int e = b;
             while (e + 1 < best.ncb && best.cls[a * best.ncb + e + 1] == 2 && best.cb[e + 1] != nx) e++;
             size_t s = rows * (size_t)(best.cb[e + 1] - best.cb[b]);
+            area += s; /* the whole mixed run (b .. e) */
             scratch = s > scratch ? s : scratch;
             b = e;
         }

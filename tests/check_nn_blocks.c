@@ -244,7 +244,7 @@ START_TEST(test_made_block_plan)
             nf_blocks bk;
             ck_assert_int_eq(nf_blocks_plan(&bk, masks[l], rows[l], cols[l], cols[l], NF_BLOCKS_AUTO), NF_OK);
             ck_assert(bk.rb[0] == 0 && bk.rb[bk.nrb] == rows[l] && bk.cb[0] == 0 && bk.cb[bk.ncb] == cols[l]);
-            size_t kept = 0;
+            size_t kept = 0, computed = 0;
             for (int r = 0; r < rows[l]; r++)
                 for (int c = 0; c < cols[l]; c++) {
                     int a = 0, b = 0;
@@ -254,7 +254,12 @@ START_TEST(test_made_block_plan)
                     ck_assert_msg(cls != 0 || !on, "layer %d: kept entry (%d, %d) in a skipped block", l, r, c);
                     ck_assert_msg(cls != 1 || on, "layer %d: masked entry (%d, %d) in a full block", l, r, c);
                     kept += on;
+                    computed += cls != 0;
                 }
+            /* bk.kept (the threading threshold's flops) is the fraction of W in non-zero blocks */
+            ck_assert_msg(fabs(bk.kept - (double)computed / ((double)rows[l] * cols[l])) < 1e-12,
+                          "layer %d: kept %.6f, the non-zero blocks cover %.6f", l, bk.kept,
+                          (double)computed / ((double)rows[l] * cols[l]));
             if (l == 1) {
                 ck_assert(kept < 0.6 * H * H);
                 ck_assert_msg(bk.kept < 0.7, "hidden layer: %.3f of the products kept", bk.kept);
