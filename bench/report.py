@@ -297,9 +297,11 @@ def over_seeds(rs):
                 seeds=[r.get("seed") for r in ok])
 
 
+# each set's fits per implementation, over seeds
+fits = {(s, i): over_seeds([r for r in quality if r.get("name") == s and r.get("impl") == i])
+        for s in names for i in ("nf", "torch")}
 for s in names:
-    n = over_seeds([r for r in quality if r.get("name") == s and r.get("impl") == "nf"])
-    t = over_seeds([r for r in quality if r.get("name") == s and r.get("impl") == "torch"])
+    n, t = fits[(s, "nf")], fits[(s, "torch")]
     gn, gt = gap(n), gap(t)
     lim = {"checkerboard": 0.03, "8gaussians": 0.005}.get(s)
     tgt = (f"<= {lim} and <= ref" if lim else "<= ref")
@@ -323,14 +325,12 @@ for s in names:
         target(f"kl_gap {s} {tgt} (within 2 standard errors)", ok, f"nf {gn:.4f}, ref {gt:.4f}")
 md.append("\n`met` compares within two standard errors of the difference; summary ratios are reference gap / nf gap,"
           " each floored at 0.001 nats.\n")
-if names and not any("kl_gaps" in (over_seeds([q for q in quality if q.get("name") == s and q.get("impl") == i]) or {})
-                     for s in names for i in ("nf", "torch")):
+per_seed = [(s, r) for (s, i), r in fits.items() if r and "kl_gaps" in r]
+if names and not per_seed:
     md.append("One training seed a set on each side: a fit's gap depends on which batches its seed drew about as much"
               " as on the implementation (the seed-to-seed spread is about the size of the differences here), so a"
               " single `missed` in this table is weak evidence; `BENCH_QUALITY_SEEDS=\"1 2 3 4 5\"` compares means"
               " over seeds.\n")
-per_seed = [(s, r) for s in names for r in (over_seeds([q for q in quality if q.get("name") == s and q.get("impl") == i])
-                                           for i in ("nf", "torch")) if r and "kl_gaps" in r]
 if per_seed:
     md.append("Per seed (seed: kl_gap):\n")
     for s, r in per_seed:
