@@ -366,6 +366,15 @@ void nf_blocks_share(const nf_blocks *bk, int part, int parts, int *a0, int *a1)
     if (first) *a0 = *a1 = 0;
 }
 
+size_t nf_blocks_share_area(const nf_blocks *bk, int part, int parts)
+{
+    int a0, a1;
+    nf_blocks_share(bk, part, parts, &a0, &a1);
+    size_t w = 0;
+    for (int a = a0; a < a1; a++) w += row_area(bk, a);
+    return w;
+}
+
 NF_SIMD_CLONES static void nf_blocks_backward_weight_simd(const nf_blocks *bk, const unsigned char *mask, nf_real *dW, int dW_dense,
                                                           nf_real *scratch, const nf_real *dy, const nf_real *x, const nf_real *c, int nx,
                                                           int nc, int in, int out, int n, int a0, int a1)

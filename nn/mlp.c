@@ -111,9 +111,29 @@ static int plan_blocks(nf_mlp *m, int mode)
     return NF_OK;
 }
 
-/* The linears' scratch, and the product flops of one row's forward pass. */
+/* Block plans: the order in which the weight-gradient pass hands out its NF_NN_MAX_THREADS shares,
+ * the largest computed area (summed over the linears) first, so that the share claimed last is a
+ * small one (in the sorted-degree MADE masks the last row blocks are the densest). */
+static void order_param_shares(nf_mlp *m)
+{
+    size_t area[NF_NN_MAX_THREADS];
+    for (int p = 0; p < NF_NN_MAX_THREADS; p++) {
+        area[p] = 0;
+        for (int l = 0; m->blocks && l < m->nlin; l++)
+            area[p] += nf_blocks_share_area(&m->blocks[l], p, NF_NN_MAX_THREADS);
+        int at = p; /* insertion, stable: equal areas keep their order */
+        while (at > 0 && area[m->param_order[at - 1]] < area[p]) {
+            m->param_order[at] = m->param_order[at - 1];
+            at--;
+        }
+        m->param_order[at] = p;
+    }
+}
+
+/* The linears' scratch, the product flops of one row's forward pass, the weight-gradient shares. */
 static void set_workspace(nf_mlp *m)
 {
+    order_param_shares(m);
     m->fixed_ws = 0;
     m->flops_per_row = 0;
     for (int l = 0; l < m->nlin; l++) {
@@ -258,18 +278,21 @@ static void backward_rows_part(void *arg, int part, int nparts)
 static void backward_params_part(void *arg, int part, int nparts)
 {
     const pass_job *j = arg;
+    if (j->m->blocks && nparts == NF_NN_MAX_THREADS) part = j->m->param_order[part];
     if (j->m->cfg.residual)
         nf_mlp_residual_backward_params(j->m, j->P, j->ws, j->dy, j->x, j->ctx, j->n, part, nparts);
     else
         nf_mlp_plain_backward_params(j->m, j->P, j->ws, j->dy, j->x, j->ctx, j->n, part, nparts);
 }
 
-/* Parts of a pass on T threads: two per thread, so a thread that starts late leaves its second part
- * to the others; at least NF_NN_MIN_ROWS rows each. */
+/* Parts of a pass on T threads: one per thread, at least NF_NN_MIN_ROWS rows each.  Each part packs
+ * the weights for its rows, so more parts pack more; a worker that is slow to start costs little
+ * either way (the caller claims the parts nobody has started).  Two per thread were 3-8% slower
+ * for maf and realnvp training at two threads once the weight gradients were balanced (below). */
 static int row_parts(int T, int n)
 {
     if (T <= 1) return 1;
-    int p = 2 * T < n / NF_NN_MIN_ROWS ? 2 * T : n / NF_NN_MIN_ROWS;
+    int p = T < n / NF_NN_MIN_ROWS ? T : n / NF_NN_MIN_ROWS;
     return p > 1 ? p : 1;
 }
 
@@ -303,6 +326,20 @@ void nf_mlp_forward(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y
     nf_threads_run(T, row_parts(T, n), forward_part, &j);
 }
 
+/* Shares of the weight-gradient pass on T threads.  Dense linears: one per thread (each share
+ * packs its own copy of the layer's input, so more shares pack more; two a thread were 4-10%
+ * slower for realnvp and nsf at two threads).  Block plans
+ * (MADE): NF_NN_MAX_THREADS, in the order of m->param_order; there every row block packs its own
+ * prefix of the input whatever the shares, so finer shares cost no packing and let the threads even
+ * out the masks' unequal row blocks (with two shares a thread, a linear of a few large row blocks
+ * left one thread waiting for the other about a fifth of the pass). */
+static int param_parts(const nf_mlp *m, int T)
+{
+    if (T <= 1) return 1;
+    if (m->blocks) return NF_NN_MAX_THREADS;
+    return T < NF_NN_MAX_THREADS ? T : NF_NN_MAX_THREADS;
+}
+
 /* The chain of input gradients on parts of the batch's rows, then the parameter gradients in
  * parts of every weight's rows, each over the whole batch. */
 void nf_mlp_backward(const nf_mlp *m, nf_params *P, nf_real *ws, nf_real *dx, nf_real *dctx,
@@ -312,7 +349,7 @@ void nf_mlp_backward(const nf_mlp *m, nf_params *P, nf_real *ws, nf_real *dx, nf
     const int T = nf_nn_threads(n, 2 * n * m->flops_per_row);
     pass_job j = {m, P, ws, NULL, dx, dctx, x, ctx, dy, n};
     nf_threads_run(T, row_parts(T, n), backward_rows_part, &j);
-    nf_threads_run(T, T > 1 ? (2 * T < NF_NN_MAX_THREADS ? 2 * T : NF_NN_MAX_THREADS) : 1, backward_params_part, &j);
+    nf_threads_run(T, param_parts(m, T), backward_params_part, &j);
 }
 
 int nf_nn_threads(int n, double flops)

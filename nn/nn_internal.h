@@ -86,6 +86,8 @@ void nf_blocks_backward_weight(const nf_blocks *bk, const unsigned char *mask, n
                                int nc, int in, int out, int n, int a0, int a1);
 /* The row blocks a0..a1 of share `part` of `parts`, balanced by computed area (may be empty). */
 void nf_blocks_share(const nf_blocks *bk, int part, int parts, int *a0, int *a1);
+/* The computed area (rows times kept columns) of that share. */
+size_t nf_blocks_share_area(const nf_blocks *bk, int part, int parts);
 
 /* Linear layers with a block plan (NULL: dense products); nf_linear_forward_cat and _backward_cat are
  * these with bk = NULL. */
@@ -132,6 +134,7 @@ struct nf_mlp {
     unsigned char *masks;      /* MADE: every mask, one allocation */
     nf_blocks *blocks;         /* MADE: the block plan of each linear (nlin) */
     double flops_per_row;      /* products of one row's forward pass (threading threshold) */
+    int param_order[NF_NN_MAX_THREADS]; /* block plans: the weight-gradient shares, largest first */
 };
 
 /* The block plan of linear l (NULL: dense products). */
@@ -144,9 +147,10 @@ int nf_mlp_replan(nf_mlp *m, int mode);
 /* Threads for one network pass over n rows with `flops` of products: 1 inside a parallel part,
  * below NF_NN_PAR_FLOPS or with fewer than NF_NN_MIN_ROWS rows a thread; else nf_blas_get_threads()
  * (at most NF_NN_MAX_THREADS).  A pass runs as jobs of core/threads.h: forward is one job whose
- * parts (two per thread) are slices of the batch's rows, each running every layer on its rows with
+ * parts (one per thread) are slices of the batch's rows, each running every layer on its rows with
  * one-thread products; backward is two, the chain of input gradients on slices of rows, then the
- * parameter gradients in shares of every weight's rows (over the whole batch).  Two or three hand-offs per
+ * parameter gradients in shares of every weight's rows (over the whole batch; one share a thread,
+ * or, with block plans, NF_NN_MAX_THREADS shares balanced by computed area, largest first).  Two or three hand-offs per
  * network and step, where splitting every product would cost one per product; and a part computes
  * the same whichever thread runs it, so results do not depend on the thread count. */
 #define NF_NN_PAR_FLOPS 4e6

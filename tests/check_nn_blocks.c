@@ -4,7 +4,7 @@
  * small blocks that make mixed blocks), give the outputs and gradients dense products give, and the
  * masked gradient entries keep exactly their previous value; the cost model's cuts of MAF-sized masks
  * cover every kept entry and skip a third of the hidden layer's products; one and two threads give
- * the same results.
+ * the same results, the weight gradients' shares covering every row block once, largest first.
  */
 #include <check.h>
 #include <math.h>
@@ -225,6 +225,52 @@ START_TEST(test_mlp_threads)
 }
 END_TEST
 
+/* The weight-gradient pass's shares (nn/mlp.c): every row block of every linear in exactly one of
+ * the NF_NN_MAX_THREADS shares, handed out largest first. */
+START_TEST(test_param_shares)
+{
+    static const net_spec specs[] = {
+        {"made 8-D 2 x 256 (maf)", 8, 0, 16, 256, 2, NF_ACT_RELU, 0, 1, 2, NF_ORDER_NATURAL, 0, 0},
+        {"made 9-D 2 x 64 ctx", 9, 2, 18, 64, 2, NF_ACT_RELU, 0, 1, 2, NF_ORDER_NATURAL, 0, 0},
+    };
+    for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+        nf_mlp_config cfg = spec_config(&specs[k]);
+        net_case c;
+        net_setup(&c, &cfg, 8, 1300 + k);
+        ck_assert(c.m->blocks != NULL);
+        int seen[NF_NN_MAX_THREADS] = {0};
+        size_t prev = (size_t)-1, sum = 0, total = 0;
+        for (int q = 0; q < NF_NN_MAX_THREADS; q++) {
+            const int p = c.m->param_order[q];
+            ck_assert(p >= 0 && p < NF_NN_MAX_THREADS && !seen[p]);
+            seen[p] = 1;
+            size_t area = 0;
+            for (int l = 0; l < c.m->nlin; l++) area += nf_blocks_share_area(&c.m->blocks[l], p, NF_NN_MAX_THREADS);
+            ck_assert_msg(area <= prev, "%s: share %d (area %zu) handed out after a smaller one (%zu)",
+                          specs[k].label, p, area, prev);
+            prev = area;
+            sum += area;
+        }
+        for (int l = 0; l < c.m->nlin; l++) {
+            const nf_blocks *bk = &c.m->blocks[l];
+            int next = 0; /* the shares' row blocks follow each other without gap or overlap */
+            for (int p = 0; p < NF_NN_MAX_THREADS; p++) {
+                int a0, a1;
+                nf_blocks_share(bk, p, NF_NN_MAX_THREADS, &a0, &a1);
+                if (a0 == a1) continue;
+                ck_assert_int_eq(a0, next);
+                next = a1;
+            }
+            ck_assert_int_eq(next, bk->nrb);
+            total += (size_t)(bk->kept * c.m->lin[l].out * c.m->lin[l].in + 0.5);
+        }
+        ck_assert_msg(sum == total, "%s: the shares cover %zu of %zu computed weights", specs[k].label, sum, total);
+        ck_assert(c.m->param_order[0] != c.m->param_order[NF_NN_MAX_THREADS - 1]);
+        net_teardown(&c);
+    }
+}
+END_TEST
+
 /* The cost model's cuts of MAF-sized masks (8-D, 256 hidden units): every kept entry lies in a
  * computed block, full blocks hold no masked entry, and the hidden layer skips over 30% of its
  * products (the mask is 43% zeros). */
@@ -279,6 +325,7 @@ static Suite *nn_blocks_suite(void)
     tcase_add_test(t, test_made_blocks);
     tcase_add_test(t, test_made_block_plan);
     tcase_add_test(t, test_mlp_threads);
+    tcase_add_test(t, test_param_shares);
     suite_add_tcase(s, t);
     return s;
 }
