@@ -153,7 +153,7 @@ bench-build: $(B)/libnf.a
 # GCC's libgomp, uninstrumented, would have every OpenMP region reported as a race.  Skipped, with
 # a line saying so, where clang or Archer is missing.
 TSAN_CC     ?= clang
-TSAN_SUITES := check_threads check_blas check_nn check_bij_autoregressive check_nn_blocks check_gru check_trainer check_flow check_attention check_dependent check_image_model check_micro_batch check_source check_causal
+TSAN_SUITES := check_threads check_blas check_nn check_rqspline check_bij_autoregressive check_nn_blocks check_gru check_trainer check_flow check_attention check_dependent check_image_model check_micro_batch check_source check_causal
 check-tsan:
 	@archer=$$($(TSAN_CC) -print-resource-dir 2>/dev/null)/../../libarcher.so; \
 	if [ -f "$$archer" ]; then \

@@ -18,8 +18,8 @@
  * The softmax runs in nf_real (float in the float build, with the branch-free exp and log of
  * flows/fastmath.h), the knots, the bin's formula and its reverse mode in double.  Elements outside [-B, B]
  * run through the same loops on a clamped copy and are replaced by the identity at the end, so
- * there are no branches per element.  Rows are threaded (OpenMP) in fixed chunks on large batches:
- * results do not depend on the number of threads.
+ * there are no branches per element.  Rows are threaded in fixed chunks (RQ_CHUNK elements) on the
+ * worker pool once a call has two of them: results do not depend on the number of threads.
  */
 /* The kernels are loops of arithmetic and selects meant to become SIMD code; under the default
  * -ftrapping-math GCC may sink arithmetic whose result only one side of a select uses into a branch,
@@ -34,11 +34,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/blas.h"
 #include "core/simd.h"
 #include "core/threads.h"
 #include "flows/fastmath.h"
 
-#define RQ_PAR_MIN 16384 /* elements below which a call stays on one thread */
+#define RQ_PAR_MIN 1024  /* elements below which a call stays on one thread (two chunks) */
 #define RQ_BLK 64        /* elements per block */
 #define RQ_TCAP 4096     /* transposed parameters per block: 2K rows of bs */
 #define RQ_CHUNK 512     /* elements per chunk of rows, the unit of threading */
@@ -534,6 +535,42 @@ NF_SIMD_CLONES static void run_block(const nf_rqspline *s, const rq_call *c, rq_
     if (c->dtheta) store_dtheta(s, b, c->dtheta, g0, g1, c->accumulate);
 }
 
+typedef struct rq_job {
+    const nf_rqspline *s;
+    const rq_call *c;
+    int bs, rows; /* elements per block; rows per chunk */
+} rq_job;
+
+/* Chunks ch0..ch1 of rows, block by block. */
+static void run_chunks(void *arg, size_t ch0, size_t ch1)
+{
+    const rq_job *j = arg;
+    const rq_call *c = j->c;
+    const int n = c->n, d = c->d, rows = j->rows;
+    for (int ch = (int)ch0; ch < (int)ch1; ch++) {
+        rq_blk b;
+        b.bs = j->bs;
+        b.m = 0;
+        size_t g = (size_t)ch * rows * d;
+        const int r1 = (ch + 1) * rows < n ? (ch + 1) * rows : n;
+        for (int r = ch * rows; r < r1; r++)
+            for (int k = 0; k < d; k++) {
+                b.at[b.m] = (size_t)r * c->stride + k;
+                b.row[b.m++] = r;
+                if (b.m == j->bs) {
+                    run_block(j->s, c, &b, g);
+                    g += (size_t)b.m;
+                    b.m = 0;
+                }
+            }
+        if (b.m) run_block(j->s, c, &b, g);
+    }
+}
+
+/* On the pool (core/threads.h), whose workers are usually still spinning from the network pass
+ * before: an OpenMP region here cost a sleeping thread's wake-up, so it paid only from 16384
+ * elements, and the nsf bench's couplings (2048 elements a call) ran alone between the passes, 16%
+ * of a two-thread step. */
 static void run(const nf_rqspline *s, const rq_call *c)
 {
     const int n = c->n, d = c->d;
@@ -543,25 +580,9 @@ static void run(const nf_rqspline *s, const rq_call *c)
     /* rows per chunk: fixed, so the blocks (row sums, cache layout) do not depend on threads */
     const int rows = RQ_CHUNK / d > 1 ? RQ_CHUNK / d : 1;
     const int chunks = (n + rows - 1) / rows;
-#pragma omp parallel for schedule(static) if ((size_t)n * d > RQ_PAR_MIN && !nf_threads_in_parallel())
-    for (int ch = 0; ch < chunks; ch++) {
-        rq_blk b;
-        b.bs = bs;
-        b.m = 0;
-        size_t g = (size_t)ch * rows * d;
-        const int r1 = (ch + 1) * rows < n ? (ch + 1) * rows : n;
-        for (int r = ch * rows; r < r1; r++)
-            for (int j = 0; j < d; j++) {
-                b.at[b.m] = (size_t)r * c->stride + j;
-                b.row[b.m++] = r;
-                if (b.m == bs) {
-                    run_block(s, c, &b, g);
-                    g += (size_t)b.m;
-                    b.m = 0;
-                }
-            }
-        if (b.m) run_block(s, c, &b, g);
-    }
+    rq_job j = {s, c, bs, rows};
+    const int par = (size_t)n * d >= RQ_PAR_MIN && !nf_threads_in_parallel();
+    nf_threads_ranges(par ? nf_blas_get_threads() : 1, (size_t)chunks, 1, run_chunks, &j);
 }
 
 /* y = s(x), ld += log s'(x) per row. */
