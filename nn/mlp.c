@@ -328,11 +328,11 @@ void nf_mlp_forward(const nf_mlp *m, const nf_params *P, nf_real *ws, nf_real *y
 
 /* Shares of the weight-gradient pass on T threads.  Dense linears: one per thread (each share
  * packs its own copy of the layer's input, so more shares pack more; two a thread were 4-10%
- * slower for realnvp and nsf at two threads).  Block plans
- * (MADE): NF_NN_MAX_THREADS, in the order of m->param_order; there every row block packs its own
- * prefix of the input whatever the shares, so finer shares cost no packing and let the threads even
- * out the masks' unequal row blocks (with two shares a thread, a linear of a few large row blocks
- * left one thread waiting for the other about a fifth of the pass). */
+ * slower for realnvp and nsf at two threads).  Block plans (MADE): NF_NN_MAX_THREADS, in the order
+ * of m->param_order; there every row block packs its own prefix of the input whatever the shares,
+ * so finer shares cost no packing and let the threads even out the masks' unequal row blocks (with
+ * two shares a thread, a linear of a few large row blocks left one thread waiting for the other
+ * about a fifth of the pass). */
 static int param_parts(const nf_mlp *m, int T)
 {
     if (T <= 1) return 1;
