@@ -139,7 +139,7 @@ check: deps
 # The benchmark programs (bench/run.sh takes them from here), linked whole-archive (bench_train wraps
 # nf_gemm and nf_gemm_bias to count the step's products), so that an interface change cannot leave `make bench` broken
 # unseen (it once did: a call missing nf_flow_nll_step's row indices).
-BENCH_PROGS := bench_train bench_sample bench_data bench_dump bench_dependent
+BENCH_PROGS := bench_train bench_sample bench_data bench_dump bench_dependent dependent_lookups
 bench-build: $(B)/libnf.a
 	@mkdir -p $(B)/bench
 	@for p in $(BENCH_PROGS); do \
