@@ -190,7 +190,7 @@ static int png_add(png_reader *r, const char *path, int64_t label)
             rc = nf_error(NF_EFORMAT, "%s is %d x %d pixels (expected at most %d on a side)", path, w, h,
                           NF_IMAGE_MAX_SIDE);
         s->info = (nf_image_info){.h = h, .w = w, .c = r->rgb ? 3 : 1, .levels = 256, .n_classes = s->info.n_classes};
-        snprintf(r->first, sizeof r->first, "%s", path);
+        snprintf(r->first, sizeof r->first, "%.4000s", path); /* for messages: a longer path is cut */
     } else if (w != s->info.w || h != s->info.h) {
         rc = nf_error(NF_EFORMAT, "%s is %d x %d pixels (width x height), but %s, the first image, is %d x %d "
                       "(expected every image the same size)", path, w, h, r->first, s->info.w, s->info.h);

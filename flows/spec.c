@@ -139,8 +139,8 @@ static int parse_item(parser *ps)
                 strncat(known, nf_bijector_types[i]->name, sizeof known - strlen(known) - 1);
             }
         ps->p = at;
-        char msg[1200];
-        snprintf(msg, sizeof msg - 100, "unknown bijector '%s' (known: %s)", name, known);
+        char msg[1200]; /* room for the name and every known one */
+        snprintf(msg, sizeof msg, "unknown bijector '%s' (known: %s)", name, known);
         return perr(ps, "%s", msg);
     }
     NF_TRY(read_opts(ps, it.options, sizeof it.options));

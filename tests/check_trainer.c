@@ -701,7 +701,7 @@ START_TEST(training_in_stages)
 
     /* stopped at step 150 of the second stage, saved, reopened from the file, resumed */
     nf_model *m = toy_new();
-    toy_watch w2 = {.st = {150, 0, path, m}};
+    toy_watch w2 = {.st = {150, 0, path, m, 0}};
     nf_train_hooks h2 = {&w2, toy_progress, toy_checkpoint, &w2.st.flag};
     ck_assert_int_eq(nf_trainer_create(&t, m, &c, tr, va), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t, &h2), NF_OK);
