@@ -154,7 +154,7 @@ static void resume_exact(double ema, int stored_order)
     free_trainer(t);
 
     nf_model *a = new_model(x, n);
-    stopper s = {23, 0, path, a, stored_order};
+    stopper s = {.at = 23, .path = path, .model = a, .stored_order = stored_order};
     nf_train_hooks h = {&s, stop_at, save_ckpt, &s.flag};
     ck_assert_int_eq(trainer_on(&t, a, &c, x, n, xv, 200), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t, &h), NF_OK);
@@ -499,7 +499,7 @@ START_TEST(variational_learns_and_resumes)
 
     nf_model *a;
     ck_assert_int_eq(nf_model_variational_create(&a, spec, "banana", "", 5), NF_OK);
-    stopper s = {137, 0, path, a, 0};
+    stopper s = {.at = 137, .path = path, .model = a};
     nf_train_hooks h = {&s, stop_at, save_ckpt, &s.flag};
     ck_assert_int_eq(nf_trainer_create(&t, a, &c, NULL, NULL), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t, &h), NF_OK);
@@ -701,7 +701,7 @@ START_TEST(training_in_stages)
 
     /* stopped at step 150 of the second stage, saved, reopened from the file, resumed */
     nf_model *m = toy_new();
-    toy_watch w2 = {.st = {150, 0, path, m, 0}};
+    toy_watch w2 = {.st = {.at = 150, .path = path, .model = m}};
     nf_train_hooks h2 = {&w2, toy_progress, toy_checkpoint, &w2.st.flag};
     ck_assert_int_eq(nf_trainer_create(&t, m, &c, tr, va), NF_OK);
     ck_assert_int_eq(nf_trainer_run(t, &h2), NF_OK);
