@@ -347,13 +347,19 @@ int nf_causal_subset(nf_causal_data *out, const nf_causal_data *d, const size_t 
     return nf_error(NF_ENOMEM, "out of memory for %zu units", m);
 }
 
-/* Read `ds` as (n, w) doubles; w_out 0: any width (1-D reads as n x 1). */
-static int read_block(nf_h5 *f, const char *path, const char *ds, size_t n_expect, size_t w_expect, double **v,
-                      size_t *n, size_t *w)
+int nf_causal_missing(const char *path, const char *ds, const char *what)
 {
-    if (!nf_h5_exists(f, ds))
-        return nf_error(NF_EDATA, "%s: no dataset %s (expected the %s)", path, ds,
-                        !strcmp(ds, "/a") ? "treatment, 0/1" : "named data");
+    return nf_error(NF_EDATA, "%s: no dataset %s (expected the %s; nf causal fit --covariates, --treatment and "
+                    "--outcome name other datasets, and nf causal import or nf data make causal-poly write such a "
+                    "file)", path, ds, what);
+}
+
+/* Read `ds` as (n, w) doubles; w_out 0: any width (1-D reads as n x 1).  what: the role of ds in
+ * the message when it is missing ("treatment, 0/1"). */
+static int read_block(nf_h5 *f, const char *path, const char *ds, const char *what, size_t n_expect, size_t w_expect,
+                      double **v, size_t *n, size_t *w)
+{
+    if (!nf_h5_exists(f, ds)) return nf_causal_missing(path, ds, what);
     NF_TRY(nf_h5_read_double(f, ds, v, n, w));
     if (*w == 0) *w = 1;
     if ((n_expect && *n != n_expect) || (w_expect && *w != w_expect)) {
@@ -371,12 +377,12 @@ int nf_causal_load(nf_causal_data *d, const char *path, const char *xds, const c
     nf_h5 *f;
     NF_TRY(nf_h5_open(&f, path, NULL, NF_CAUSAL_FORMAT_VERSION));
     size_t n, w, n2, w2;
-    int rc = read_block(f, path, xds ? xds : "/x", 0, 0, &d->x, &n, &w);
+    int rc = read_block(f, path, xds ? xds : "/x", "covariates, one row a unit", 0, 0, &d->x, &n, &w);
     if (rc == NF_OK) {
         d->n = n, d->dx = (int)w;
-        rc = read_block(f, path, ads ? ads : "/a", n, 1, &d->a, &n2, &w2);
+        rc = read_block(f, path, ads ? ads : "/a", "treatment, 0/1", n, 1, &d->a, &n2, &w2);
     }
-    if (rc == NF_OK) rc = read_block(f, path, yds ? yds : "/y", n, 0, &d->y, &n2, &w2);
+    if (rc == NF_OK) rc = read_block(f, path, yds ? yds : "/y", "outcome", n, 0, &d->y, &n2, &w2);
     if (rc == NF_OK) d->dy = (int)w2;
     const struct {
         const char *name;
@@ -388,7 +394,8 @@ int nf_causal_load(nf_causal_data *d, const char *path, const char *xds, const c
                {"/logp1_true", &d->logp1, 1},
                {"/propensity", &d->propensity, 1}};
     for (size_t k = 0; rc == NF_OK && k < sizeof opt / sizeof opt[0]; k++)
-        if (nf_h5_exists(f, opt[k].name)) rc = read_block(f, path, opt[k].name, n, opt[k].w, opt[k].v, &n2, &w2);
+        if (nf_h5_exists(f, opt[k].name))
+            rc = read_block(f, path, opt[k].name, opt[k].name, n, opt[k].w, opt[k].v, &n2, &w2);
     if (rc == NF_OK && nf_h5_attr_exists(f, "/", "family"))
         rc = nf_h5_attr_get_string(f, "/", "family", d->family, sizeof d->family);
     if (rc == NF_OK && nf_h5_attr_exists(f, "/", "shift")) rc = nf_h5_attr_get_double(f, "/", "shift", &d->shift);

@@ -60,6 +60,9 @@ int nf_causal_validate(const nf_causal_data *d, const char *what);
  * arms present), which a parallel run checks on counts summed over its processes. */
 int nf_causal_validate_units(const nf_causal_data *d, size_t first, const char *what);
 int nf_causal_check_arms(size_t n, size_t treated, const char *what);
+/* The error for a missing dataset ds of path, whose role `what` names ("treatment, 0/1"), saying
+ * how to name another dataset or make such a file.  Returns NF_EDATA. */
+int nf_causal_missing(const char *path, const char *ds, const char *what);
 int nf_causal_save(const nf_causal_data *d, const char *path);
 /* The datasets and attributes of nf_causal_save into an open (created, not yet committed) file. */
 int nf_causal_write(nf_h5 *f, const nf_causal_data *d);

@@ -114,7 +114,7 @@ static const nf_source_type share_type = {
 static int read_share(nf_h5 *f, const char *path, const char *ds, const char *what, size_t n, size_t w, size_t first,
                       size_t count, double **v, size_t *cols)
 {
-    if (!nf_h5_exists(f, ds)) return nf_error(NF_EDATA, "%s: no dataset %s (expected the %s)", path, ds, what);
+    if (!nf_h5_exists(f, ds)) return nf_causal_missing(path, ds, what);
     size_t rows, total;
     NF_TRY(nf_h5_read_double_rows(f, ds, first, count, v, &rows, cols, &total));
     if (total != n || (w && *cols != w)) {
@@ -147,14 +147,14 @@ int nf_causal_source_share(nf_source **s, const char *path, const char *xds, con
     NF_TRY(nf_h5_open(&f, path, NULL, NF_CAUSAL_FORMAT_VERSION));
     int rank, rc = NF_OK;
     size_t dims[2] = {0, 0}, wx = 0, wa, wy = 0;
-    if (!nf_h5_exists(f, xds)) rc = nf_error(NF_EDATA, "%s: no dataset %s (expected the covariates)", path, xds);
+    if (!nf_h5_exists(f, xds)) rc = nf_causal_missing(path, xds, "covariates, one row a unit");
     if (rc == NF_OK) rc = nf_h5_shape(f, xds, &rank, dims);
     const size_t n = dims[0];
     if (rc == NF_OK && n < (size_t)parts)
         rc = nf_error(NF_EDATA, "%s: %zu units for %d processes (expected at least one each)", path, n, parts);
     const size_t first = (size_t)((double)n * part / parts), count = (size_t)((double)n * (part + 1) / parts) - first;
     nf_causal_data d = {.n = count};
-    if (rc == NF_OK) rc = read_share(f, path, xds, "covariates", n, 0, first, count, &d.x, &wx);
+    if (rc == NF_OK) rc = read_share(f, path, xds, "covariates, one row a unit", n, 0, first, count, &d.x, &wx);
     if (rc == NF_OK) rc = read_share(f, path, ads, "treatment, 0/1", n, 1, first, count, &d.a, &wa);
     if (rc == NF_OK) rc = read_share(f, path, yds, "outcome", n, 0, first, count, &d.y, &wy);
     nf_h5_close(f);

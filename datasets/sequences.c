@@ -558,7 +558,8 @@ static int check_format(nf_h5 *f, const char *path)
     char have[128];
     NF_TRY(nf_h5_attr_get_string(f, "/", "format", have, sizeof have));
     if (strcmp(have, NF_SEQUENCES_FORMAT) != 0)
-        return nf_error(NF_EFORMAT, "%s: format '%s' but expected '%s' (event sequences; docs/FORMATS.md)", path, have,
+        return nf_error(NF_EFORMAT, "%s: format '%s' but expected '%s' (event sequences: nf tpp import, nf data "
+                        "import --sequences or nf data make tpp-... write them; docs/FORMATS.md)", path, have,
                         NF_SEQUENCES_FORMAT);
     if (nf_h5_format_version(f) > NF_SEQUENCES_VERSION)
         return nf_error(NF_EFORMAT, "%s: format version %d is newer than this nf understands (%d); upgrade nf", path,

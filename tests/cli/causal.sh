@@ -87,6 +87,10 @@ nfrun info m.h5 >"$T/info" 2>&1
 nfrun eval m.h5 test.h5 >/dev/null 2>"$T/err"
 rc=$?
 check "nf eval of a causal model points to nf causal" bash -c "[ $rc != 0 ] && grep -q 'causal' '$T/err'"
+nfrun causal fit poly.h5 --treatment /t "${FIT[@]}" -o nt.h5 >/dev/null 2>"$T/err"
+rc=$?
+check "a treatment dataset that is not there: one line naming it and the flags (exit $rc: $(head -c 200 "$T/err"))" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l <'$T/err') = 1 ] && grep -q 'poly.h5: no dataset /t (expected the treatment, 0/1; nf causal fit --covariates, --treatment' '$T/err' && [ ! -e nt.h5 ]"
 
 # ---- --linear-shift: arm 0 (linear in x), seen only at x ~ N(3, 1), extrapolates to the treated's x --
 nfrun data make causal-poly --shift 3 -n 600 --seed 5 -o poly3.h5 >/dev/null 2>&1
