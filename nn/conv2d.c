@@ -138,6 +138,7 @@ static void taps_gather_add(nf_real *y, const nf_real *Z, int n, int h, int w, i
                         const int sj = j + dj - p;
                         if (sj < 0 || sj >= w) continue;
                         const nf_real *z = Z + (((size_t)b * h + si) * w + sj) * kco + ((size_t)di * k + dj) * cout;
+#pragma omp simd
                         for (int o = 0; o < cout; o++) yr[o] += z[o];
                     }
                 }
@@ -184,9 +185,12 @@ void nf_conv2d_forward(const nf_conv2d *L, const nf_params *P, nf_real *ws, nf_r
     if (n <= 0 || h <= 0 || w <= 0) return;
     const int rows = n * h * w, cin = L->cin, cout = L->cout, k = L->k, kk = k * k, kc = kk * cin;
     const nf_real *bias = P->value + L->b;
-    for (int r = 0; r < rows; r++) /* a loop, not a memcpy call per row of 2-64 reals */
-        for (int o = 0; o < cout; o++) y[(size_t)r * cout + o] = bias[o];
     if (output_side(L)) {
+        for (int r = 0; r < rows; r++) { /* a loop, not a memcpy call per row of 2-64 reals */
+            nf_real *yr = y + (size_t)r * cout;
+#pragma omp simd
+            for (int o = 0; o < cout; o++) yr[o] = bias[o];
+        }
         nf_real *Z = ws, *Wt = ws + (size_t)rows * kk * cout;
         weight_by_tap(Wt, P->value + L->w, cin, cout, kk);
         nf_gemm(0, 1, rows, kk * cout, cin, 1, x, cin, Wt, cin, 0, Z, kk * cout);
@@ -198,7 +202,8 @@ void nf_conv2d_forward(const nf_conv2d *L, const nf_params *P, nf_real *ws, nf_r
         nf_conv2d_im2col(ws, x, n, h, w, cin, k);
         A = ws;
     }
-    nf_gemm(0, 1, rows, cout, kc, 1, A, kc, P->value + L->w, kc, 1, y, cout);
+    /* the bias goes in as the product stores y (the same numbers as filling y with it first) */
+    nf_gemm_bias(0, 1, rows, cout, kc, A, kc, P->value + L->w, kc, bias, y, cout);
 }
 
 /* backward, input side, with cols = im2col(x) rebuilt in ws:
