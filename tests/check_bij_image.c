@@ -268,6 +268,64 @@ START_TEST(test_chain_flow)
 }
 END_TEST
 
+/* nf_flow_init_data passes the data on in chunks: of 512 samples, or fewer where a sample's workspace
+ * is large (the convolutions' im2col buffers).  Its parameters must equal those of the plain
+ * procedure done here on the whole batch at once: each data-dependent layer set from all the data
+ * reaching it, then the whole batch passed on.  Two flows: 8x8 images over 600 samples (chunks of
+ * 512), and 32x32 images with a 64-wide conditioner (chunks of 57 images of the 100). */
+static void init_whole(nf_flow *f, const nf_real *x, int n)
+{
+    const size_t nd = (size_t)n * f->dim;
+    nf_real *cur = malloc(nd * sizeof *cur), *next = malloc(nd * sizeof *next), *ld = calloc((size_t)n, sizeof *ld);
+    ck_assert(cur && next && ld);
+    memcpy(cur, x, nd * sizeof *cur);
+    for (int l = 0; l < f->nb; l++) {
+        nf_bijector *b = &f->b[l];
+        const int training = b->training;
+        b->training = 0;
+        if (b->type->init_data) ck_assert_int_eq(b->type->init_data(b, cur, n), NF_OK);
+        nf_real *ws = calloc(b->type->workspace(b, n) + 1, sizeof *ws);
+        ck_assert(ws);
+        ck_assert_int_eq(b->type->forward(b, next, ld, cur, NULL, n, ws), NF_OK);
+        free(ws);
+        b->training = training;
+        nf_real *t = cur;
+        cur = next, next = t;
+    }
+    free(cur), free(next), free(ld);
+}
+
+START_TEST(test_init_chunks)
+{
+    static const struct { const char *spec; int side, n; } cases[] = {
+        {"actnorm2d(h=8,w=8,c=1), coupling2d(h=8,w=8,c=1,hidden=6), actnorm2d(h=8,w=8,c=1), "
+         "coupling2d(h=8,w=8,c=1,hidden=6,flip=1), actnorm2d(h=8,w=8,c=1)", 8, 600},
+        {"actnorm2d(h=32,w=32,c=1), coupling2d(h=32,w=32,c=1,hidden=64), actnorm2d(h=32,w=32,c=1)", 32, 100},
+    };
+    for (int k = 0; k < 2; k++) {
+        const int D = cases[k].side * cases[k].side, n = cases[k].n;
+        nf_flow *a, *b;
+        ck_assert_int_eq(nf_flow_create(&a, cases[k].spec, D, 0, 23), NF_OK);
+        ck_assert_int_eq(nf_flow_create(&b, cases[k].spec, D, 0, 23), NF_OK);
+        nf_real *x = malloc((size_t)n * D * sizeof *x);
+        ck_assert(x);
+        nf_test_fill_normal(x, (size_t)n * D, 1, 7 + k);
+        for (size_t t = 0; t < (size_t)n * D; t++) x[t] = (nf_real)(0.61 * x[t] + 2.385 + 0.03 * (double)(t % 11));
+        ck_assert_int_eq(nf_flow_init_data(a, x, NULL, n), NF_OK);
+        init_whole(b, x, n);
+        for (int store = 0; store < 2; store++) { /* the parameters, then the state (the init flags) */
+            const nf_params *pa = store ? a->S : a->P, *pb = store ? b->S : b->P;
+            ck_assert_int_eq(pa->n, pb->n);
+            for (size_t p = 0; p < pa->n; p++)
+                ck_assert_msg(pa->value[p] == pb->value[p], "case %d, %s %zu: %.9g chunked, %.9g whole", k,
+                              store ? "state" : "parameter", p, (double)pa->value[p], (double)pb->value[p]);
+        }
+        free(x);
+        nf_flow_free(a), nf_flow_free(b);
+    }
+}
+END_TEST
+
 /* A Glow-like multi-scale flow on 4x4x2 images: initialised from data, it round trips, and a sample's
  * log-density equals log_prob at the sample. */
 START_TEST(test_multiscale_flow)
@@ -562,6 +620,7 @@ static Suite *bij_image_suite(void)
     tcase_add_test(tc, test_bad_shapes);
     tcase_add_test(tc, test_chain_flow);
     tcase_add_test(tc, test_multiscale_flow);
+    tcase_add_test(tc, test_init_chunks);
     tcase_add_test(tc, test_actnorm2d_init);
     tcase_add_test(tc, test_conv1x1_matrix);
     tcase_add_test(tc, test_conv1x1_corrupt_state);
