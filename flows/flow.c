@@ -410,17 +410,13 @@ int nf_flow_sample_backward(nf_flow *f, const nf_real *dx, const nf_real *dlogp,
     return NF_OK;
 }
 
-/* Samples a chunk of nf_flow_init_data: 512, or fewer where a sample's workspace is large (an image
- * flow's convolutions keep an im2col buffer of thousands of values a pixel row: 512 images of 32 x 32
- * took 1.6 GB), so that the chunk's workspace stays within INIT_BYTES. */
-static int init_chunk(const nf_flow *f)
+int nf_flow_chunk_rows(const nf_flow *f, int most)
 {
-    enum { MOST = 512, PROBE = 64 };
-    const size_t INIT_BYTES = (size_t)64 << 20;
+    enum { PROBE = 64 };
     size_t per = (size_t)(f->nb + 3) * f->dim + 2; /* levels, g, g2, ld, dld */
     for (int i = 0; i < f->nb; i++) per += (f->b[i].type->workspace(&f->b[i], PROBE) + PROBE - 1) / PROBE;
-    size_t chunk = INIT_BYTES / (per * sizeof(nf_real));
-    return chunk >= MOST ? MOST : chunk < 1 ? 1 : (int)chunk;
+    size_t chunk = (size_t)NF_FLOW_CHUNK_BYTES / (per * sizeof(nf_real));
+    return most < 1 ? 1 : chunk >= (size_t)most ? most : chunk < 1 ? 1 : (int)chunk;
 }
 
 int nf_flow_init_data(nf_flow *f, const nf_real *x, const nf_real *ctx, int n)
@@ -433,8 +429,10 @@ int nf_flow_init_data(nf_flow *f, const nf_real *x, const nf_real *ctx, int n)
     /* The data passes through the chain in chunks (the workspace stays batch-sized); only the
      * current level is kept whole, for the statistics.  A workspace grown for the chunks is given
      * back at the end, so training keeps only what its batches need.  No bijector keeps batch
-     * statistics here, so each sample's output does not depend on the chunk it is in. */
-    const int CHUNK = init_chunk(f);
+     * statistics here, so each sample's output does not depend on the chunk it is in.  Chunks of 512
+     * samples, or fewer where a sample's workspace is large (nf_flow_chunk_rows: 512 images of 32 x
+     * 32 through convolutions took 1.6 GB). */
+    const int CHUNK = nf_flow_chunk_rows(f, 512);
     const int cap_before = f->cap_n;
     size_t nd = (size_t)n * f->dim;
     nf_real *cur = malloc(nd * sizeof(nf_real)), *next = malloc(nd * sizeof(nf_real));

@@ -274,6 +274,55 @@ START_TEST(architectures_build_invert_and_round_trip)
 }
 END_TEST
 
+/* Log-densities with nothing to follow, and samples, run in chunks whose workspace stays bounded (a
+ * RealNVP on 32x32 images: chunks of a few dozen images, nf_flow_chunk_rows): the bits/dim and the
+ * samples of 70 images in one call are those of the images one at a time (the dequantisation draws
+ * and the latents taken in the same order). */
+START_TEST(bits_per_dim_in_chunks_equal_image_by_image)
+{
+    nf_image_config c;
+    nf_image_config_init(&c);
+    c.h = c.w = 32, c.c = 1, c.levels = 17, c.arch = NF_IMAGE_REALNVP, c.scales = 1, c.steps = 2, c.hidden = 64;
+    nf_model *m;
+    ck_assert_msg(nf_model_image_create(&m, &c) == NF_OK, "%s", nf_strerror_last());
+    enum { N = 70, D = 1024 };
+    ck_assert_msg(nf_flow_chunk_rows(m->flow, N) < N, "chunks of %d images: the test needs fewer than %d",
+                  nf_flow_chunk_rows(m->flow, N), N);
+    nf_real *x = malloc(sizeof(nf_real) * N * D), one[1], all[N];
+    nf_rng *r = nf_rng_alloc(2385, 0);
+    for (int k = 0; k < N * D; k++) x[k] = (nf_real)nf_rng_index(r, 17);
+    for (size_t j = 0; j < m->P->n; j++) m->P->value[j] += 0.03 * (nf_rng_uniform(r) - 0.5);
+    nf_source *s;
+    ck_assert_int_eq(nf_source_rows_wrap(&s, x, NULL, N, D, 0), NF_OK);
+    ck_assert_msg(m->type->init_data(m, s) == NF_OK, "%s", nf_strerror_last()); /* ActNorm started */
+    nf_rng *u = nf_rng_alloc(7, 0);
+    ck_assert_int_eq(nf_model_image_bpd(m, all, x, NULL, N, u), NF_OK);
+    nf_rng_free(u);
+    u = nf_rng_alloc(7, 0);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(nf_model_image_bpd(m, one, x + (size_t)i * D, NULL, 1, u), NF_OK);
+        ck_assert_msg(one[0] == all[i], "image %d: %.9g alone, %.9g among %d", i, (double)one[0], (double)all[i], N);
+    }
+    nf_rng_free(u);
+    /* and sampling: 70 images in one call are the images drawn one at a time */
+    nf_real *xs = malloc(sizeof(nf_real) * N * D), xone[D];
+    u = nf_rng_alloc(11, 0);
+    ck_assert_int_eq(nf_model_image_sample(m, xs, NULL, N, 0.9, 0, u), NF_OK);
+    nf_rng_free(u);
+    u = nf_rng_alloc(11, 0);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(nf_model_image_sample(m, xone, NULL, 1, 0.9, 0, u), NF_OK);
+        ck_assert_msg(!memcmp(xone, xs + (size_t)i * D, sizeof xone), "sample %d differs drawn alone", i);
+    }
+    nf_rng_free(u);
+    free(xs);
+    nf_source_free(s);
+    nf_model_free(m);
+    nf_rng_free(r);
+    free(x);
+}
+END_TEST
+
 /* Two classes of 2x2 images (class 0 dark, class 1 bright, with noise): a conditional flow trained
  * briefly classifies held-out images by likelihood far above chance; bad configurations are refused. */
 START_TEST(likelihood_classifier_separates_trained_classes)
@@ -614,6 +663,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, dequantised_bits_per_dim_match_the_closed_form);
+    tcase_add_test(tc, bits_per_dim_in_chunks_equal_image_by_image);
     tcase_add_test(tc, loss_gradient_matches_finite_differences);
     tcase_add_test(tc, micro_batches_give_the_batch_gradient_at_any_thread_count);
     tcase_add_test(tc, architectures_build_invert_and_round_trip);
