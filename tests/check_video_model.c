@@ -256,6 +256,40 @@ END_TEST
 
 /* A short fit lowers the held-out bits/dim; the file written by the trainer reloads to the same
  * bits/dim; another kind's command is named when the flow is read as a plain density. */
+/* Evaluation runs the flow in chunks whose workspace stays bounded (nf_flow_chunk_rows): with
+ * nf video fit's default model on 16 frames of 32 x 32, a few videos a chunk; the bits/dim of 24
+ * videos at once are those of the videos one at a time. */
+START_TEST(bits_per_dim_in_chunks_equal_video_by_video)
+{
+    nf_video_config c;
+    nf_video_config_init(&c);
+    c.frames = 16, c.h = c.w = 32, c.c = 1, c.levels = 17;
+    nf_model *m;
+    ck_assert_msg(nf_model_video_create(&m, &c) == NF_OK, "%s", nf_strerror_last());
+    enum { N = 24 };
+    const int D = c.frames * c.h * c.w;
+    ck_assert_msg(nf_flow_chunk_rows(m->flow, N) < N, "chunks of %d videos: the test needs fewer than %d",
+                  nf_flow_chunk_rows(m->flow, N), N);
+    nf_rng *r = nf_rng_alloc(2385, 0);
+    for (size_t j = 0; j < m->P->n; j++) m->P->value[j] += 0.02 * (nf_rng_uniform(r) - 0.5);
+    nf_real *x = malloc((size_t)N * D * sizeof *x);
+    for (size_t k = 0; k < (size_t)N * D; k++) x[k] = (nf_real)nf_rng_index(r, 17);
+    double all[N], one[1];
+    nf_rng *u = nf_rng_alloc(7, 0); /* dequantisation draws in order (without an rng they are keyed by position) */
+    ck_assert_int_eq(nf_model_video_bpd(m, all, x, N, u), NF_OK);
+    nf_rng_free(u);
+    u = nf_rng_alloc(7, 0);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(nf_model_video_bpd(m, one, x + (size_t)i * D, 1, u), NF_OK);
+        ck_assert_msg(one[0] == all[i], "video %d: %.9g alone, %.9g among %d", i, one[0], all[i], N);
+    }
+    nf_rng_free(u);
+    free(x);
+    nf_rng_free(r);
+    nf_model_free(m);
+}
+END_TEST
+
 START_TEST(fits_and_round_trips)
 {
     nf_video_config c;
@@ -765,6 +799,7 @@ int main(void)
     tcase_add_test(t, denoiser_model_round_trips);
     tcase_add_loop_test(t, samplers_agree_and_keep_given_frames, 0, 3);
     tcase_add_test(t, fits_and_round_trips);
+    tcase_add_test(t, bits_per_dim_in_chunks_equal_video_by_video);
 #ifdef NF_DOUBLE
     tcase_add_test(t, codec_loss_gradient_matches_finite_differences);
 #endif

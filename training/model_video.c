@@ -235,13 +235,19 @@ static void encode(const nf_model *m, int n, const size_t *idx, uint64_t draw, i
         }
 }
 
-/* logp (n) of the latents of n dequantised videos st->y (idx: for the latent noise of training
- * draw `draw`; 0: none). */
-static int latent_logp(nf_model *m, int n, const size_t *idx, uint64_t draw)
+/* logp (n) of the latents of n dequantised videos st->y, no latent noise, with nothing to follow
+ * (evaluation): the flow in chunks whose workspace stays bounded (nf_flow_chunk_rows), each video's
+ * log-density its own, so the numbers are those of one call. */
+static int latent_logp_only(nf_model *m, int n, const size_t *idx)
 {
     video_state *st = m->state;
-    encode(m, n, idx, draw, draw != 0);
-    return nf_flow_log_prob(m->flow, st->logp, st->z, NULL, idx, n);
+    encode(m, n, idx, 0, 0);
+    const int L = m->flow->dim, rows = nf_flow_rows_independent(m->flow) ? nf_flow_chunk_rows(m->flow, n) : n;
+    for (int at = 0; at < n; at += rows) {
+        const int k = n - at < rows ? n - at : rows;
+        NF_TRY(nf_flow_log_prob(m->flow, st->logp + at, st->z + (size_t)at * L, NULL, idx ? idx + at : NULL, k));
+    }
+    return NF_OK;
 }
 
 /* out (n, L) = sigma^2 d/dz log p(z): the flow's log_prob, then its backward with dL/dlogp = 1 and
@@ -369,7 +375,7 @@ static int video_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *value
     if (role == ROLE_DENOISER) return denoiser_pass(m, b->x, b->idx, b->n, 0, 0, &loss, values);
     NF_TRY(reserve(st, b->n));
     NF_TRY(dequantize(st, st->y, b->x, b->idx, b->n, NULL, 0));
-    NF_TRY(latent_logp(m, b->n, b->idx, 0));
+    NF_TRY(latent_logp_only(m, b->n, b->idx));
     for (int i = 0; i < b->n; i++) values[i] = -bpd_of(st, st->logp[i]);
     return NF_OK;
 }
@@ -683,7 +689,7 @@ int nf_model_video_bpd(nf_model *m, double *bpd, const nf_real *x, int n, nf_rng
     NF_TRY(reserve(st, n));
     nf_model_set_training(m, 0);
     NF_TRY(dequantize(st, st->y, x, NULL, n, rng, 0));
-    NF_TRY(latent_logp(m, n, NULL, 0));
+    NF_TRY(latent_logp_only(m, n, NULL));
     for (int i = 0; i < n; i++) bpd[i] = bpd_of(st, st->logp[i]);
     return NF_OK;
 }
