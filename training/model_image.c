@@ -313,8 +313,6 @@ static int image_loss(nf_model *m, const nf_batch *b, nf_rng *rng, double *loss)
     return rc;
 }
 
-/* values[i] = -bpd of image i (its class as context), deterministic dequantisation (variational: the
- * bound with the image's fixed eps). */
 /* logp (n) of the dequantised images y with nothing to follow (evaluation): in chunks whose
  * workspace stays bounded (nf_flow_chunk_rows), so a validation or test set of many large images
  * does not make the flow reserve workspace for all of them at once; each image's log-density is
@@ -331,6 +329,8 @@ static int logp_only(nf_model *m, nf_real *logp, const nf_real *y, const nf_real
     return NF_OK;
 }
 
+/* values[i] = -bpd of image i (its class as context), deterministic dequantisation (variational: the
+ * bound with the image's fixed eps). */
 static int image_eval(nf_model *m, const nf_batch *b, nf_rng *rng, double *values)
 {
     (void)rng;
