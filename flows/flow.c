@@ -419,6 +419,23 @@ int nf_flow_chunk_rows(const nf_flow *f, int most)
     return most < 1 ? 1 : chunk >= (size_t)most ? most : chunk < 1 ? 1 : (int)chunk;
 }
 
+int nf_flow_in_chunks(nf_flow *f, int n, int min_rows, int (*each)(void *arg, int at, int k), void *arg)
+{
+    int rows = nf_flow_chunk_rows(f, n);
+    if (rows < min_rows) rows = min_rows;
+    int *most = calloc((size_t)f->nb + 1, sizeof *most);
+    if (!most) return nf_error(NF_ENOMEM, "out of memory");
+    int rc = NF_OK;
+    for (int at = 0; rc == NF_OK && at < n; at += rows) {
+        rc = each(arg, at, n - at < rows ? n - at : rows);
+        for (int i = 0; rc == NF_OK && i < f->nb; i++)
+            if (f->b[i].last_sweeps > most[i]) most[i] = f->b[i].last_sweeps;
+    }
+    for (int i = 0; rc == NF_OK && i < f->nb; i++) f->b[i].last_sweeps = most[i];
+    free(most);
+    return rc;
+}
+
 int nf_flow_init_data(nf_flow *f, const nf_real *x, const nf_real *ctx, int n)
 {
     if (n <= 0) return NF_OK;

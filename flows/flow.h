@@ -77,6 +77,11 @@ int nf_flow_rows_independent(const nf_flow *f);
  * for every pixel of every image: 1,000 images of 32 x 32 took 3.4 GB in one call). */
 enum { NF_FLOW_CHUNK_BYTES = 64 << 20 };
 int nf_flow_chunk_rows(const nf_flow *f, int most);
+/* Call each(arg, at, k) for rows at .. at+k-1 of n, in order, in chunks of nf_flow_chunk_rows(f, n)
+ * rows but at least min_rows (a sampler that draws its latents in row order gets the samples of one
+ * call).  Afterwards each bijector's last_sweeps is the most of any chunk, so nf_flow_last_sweeps reads
+ * as the sequential passes of the slowest chunk.  Stops at the first error. */
+int nf_flow_in_chunks(nf_flow *f, int n, int min_rows, int (*each)(void *arg, int at, int k), void *arg);
 void nf_flow_set_training(nf_flow *f, int training);
 void nf_flow_set_invert(nf_flow *f, nf_invert_method method, double tol, int max_sweeps);
 /* Jacobi over blocks of `block` positions, one block after another with the earlier ones cached

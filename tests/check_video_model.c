@@ -290,6 +290,48 @@ START_TEST(bits_per_dim_in_chunks_equal_video_by_video)
 }
 END_TEST
 
+/* Sampling in chunks (nf_flow_in_chunks, NF_VIDEO_SAMPLE_ROWS a chunk) gives the videos of sampling
+ * them one at a time from the same generator: each chunk's draws, given frames and outputs are its own
+ * rows'. */
+START_TEST(samples_in_chunks_equal_video_by_video)
+{
+    nf_video_config c;
+    nf_video_config_init(&c);
+    c.frames = 16, c.h = c.w = 32, c.c = 1, c.levels = 17;
+    nf_model *m;
+    ck_assert_msg(nf_model_video_create(&m, &c) == NF_OK, "%s", nf_strerror_last());
+    enum { N = NF_VIDEO_SAMPLE_ROWS + 8 }; /* a whole chunk and part of one */
+    const int D = c.frames * c.h * c.w;
+    ck_assert_msg(nf_flow_chunk_rows(m->flow, N) < NF_VIDEO_SAMPLE_ROWS, "chunks of %d videos: the test needs fewer than %d",
+                  nf_flow_chunk_rows(m->flow, N), (int)NF_VIDEO_SAMPLE_ROWS);
+    nf_rng *r = nf_rng_alloc(2386, 0);
+    for (size_t j = 0; j < m->P->n; j++) m->P->value[j] += 0.02 * (nf_rng_uniform(r) - 0.5);
+    nf_real *prefix = malloc((size_t)N * D * sizeof *prefix), *all = malloc((size_t)N * D * sizeof *all),
+            *one = malloc((size_t)D * sizeof *one);
+    for (size_t k = 0; k < (size_t)N * D; k++) prefix[k] = (nf_real)nf_rng_index(r, 17);
+    for (int given = 0; given <= 3; given += 3) {
+        nf_video_sample_config sc;
+        nf_video_sample_config_init(&sc);
+        sc.given = given, sc.prefix = prefix;
+        nf_rng *u = nf_rng_alloc(8, 0);
+        ck_assert_msg(nf_model_video_sample(m, all, N, &sc, u, NULL) == NF_OK, "%s", nf_strerror_last());
+        nf_rng_free(u);
+        u = nf_rng_alloc(8, 0);
+        for (int i = 0; i < N; i++) {
+            sc.prefix = prefix + (size_t)i * D;
+            ck_assert_int_eq(nf_model_video_sample(m, one, 1, &sc, u, NULL), NF_OK);
+            for (int k = 0; k < D; k++)
+                ck_assert_msg(one[k] == all[(size_t)i * D + k], "given %d, video %d, value %d: %.9g alone, %.9g among %d",
+                              given, i, k, one[k], all[(size_t)i * D + k], N);
+        }
+        nf_rng_free(u);
+    }
+    free(prefix), free(all), free(one);
+    nf_rng_free(r);
+    nf_model_free(m);
+}
+END_TEST
+
 START_TEST(fits_and_round_trips)
 {
     nf_video_config c;
@@ -800,6 +842,7 @@ int main(void)
     tcase_add_loop_test(t, samplers_agree_and_keep_given_frames, 0, 3);
     tcase_add_test(t, fits_and_round_trips);
     tcase_add_test(t, bits_per_dim_in_chunks_equal_video_by_video);
+    tcase_add_test(t, samples_in_chunks_equal_video_by_video);
 #ifdef NF_DOUBLE
     tcase_add_test(t, codec_loss_gradient_matches_finite_differences);
 #endif

@@ -837,26 +837,15 @@ static int given_latents(nf_model *m, const nf_video_sample_config *sc, int n)
     return nf_flow_last_latent(m->flow, st->z);
 }
 
-int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_config *sc, nf_rng *rng, int *passes)
+/* n videos x (n, D) from the model, all in one pass through the flow (rows of nf_model_video_sample's
+ * chunks; the given frames' prefix is the chunk's); st->denoise_s gains the denoising's seconds. */
+static int sample_videos(nf_model *m, nf_real *x, int n, const nf_video_sample_config *sc, nf_rng *rng)
 {
-    NF_TRY(check_kind(m, "video sampling"));
     video_state *st = m->state;
     const int T = st->cfg.frames, F = st->F, P = st->D / T;
-    if (n < 1) return nf_error(NF_EINVAL, "%d videos to sample; expected at least 1", n);
-    if (!(sc->temperature > 0 && sc->temperature <= 10))
-        return nf_error(NF_EINVAL, "temperature %g: expected 0 < T <= 10", sc->temperature);
-    if (sc->given < 0 || sc->given >= T || (sc->given > 0 && !sc->prefix))
-        return nf_error(NF_EINVAL, "%d given frames%s: expected 0..%d with the videos they come from", sc->given,
-                        sc->given > 0 && !sc->prefix ? " without videos" : "", T - 1);
-    if (sc->denoise < NF_VIDEO_DENOISE_NONE || sc->denoise > NF_VIDEO_DENOISE_LEARNED)
-        return nf_error(NF_EINVAL, "denoising %d: expected %s", (int)sc->denoise, NF_VIDEO_DENOISE_NAMES);
-    if (sc->denoise == NF_VIDEO_DENOISE_LEARNED && !st->dn)
-        return nf_error(NF_EINVAL, "learned denoising: the video model has no learned denoiser (fit with --denoiser)");
-    st->denoise_s = 0;
     NF_TRY(reserve(st, n));
-    nf_model_set_training(m, 0);
     if (sc->given > 0) NF_TRY(given_latents(m, sc, n));
-    /* the latents of the frames to draw: N(0, T^2 I) */
+    /* the latents of the frames to draw: N(0, T^2 I), in row order */
     nf_real *draw = malloc((size_t)n * (T - sc->given) * F * sizeof *draw);
     if (!draw) return nf_error(NF_ENOMEM, "out of memory for %d videos", n);
     nf_rng_fill_normal(rng, draw, (size_t)n * (T - sc->given) * F);
@@ -866,17 +855,14 @@ int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_
         for (size_t k = 0; k < (size_t)(T - sc->given) * F; k++) z[k] = (nf_real)(sc->temperature * d[k]);
     }
     free(draw);
-    nf_flow_set_invert(m->flow, sc->method, sc->tol, 0);
-    nf_flow_set_jacobi_block(m->flow, sc->by_frame ? nf_model_video_frame_tokens(m) : 0);
     /* z -> latent frames (global blocks first, then the local ones) */
     nf_real *z0 = malloc((size_t)n * st->L * sizeof *z0);
     if (!z0) return nf_error(NF_ENOMEM, "out of memory for %d videos", n);
     int rc = nf_flow_sample_latent(m->flow, z0, NULL, st->z, NULL, n);
-    if (rc == NF_OK && passes) *passes = nf_flow_last_sweeps(m->flow);
     if (rc == NF_OK && sc->denoise != NF_VIDEO_DENOISE_NONE) {
         const double t0 = nf_seconds();
         rc = denoise_latents(m, z0, n, sc);
-        st->denoise_s = nf_seconds() - t0;
+        st->denoise_s += nf_seconds() - t0;
     }
     if (rc == NF_OK) codec_decode(m, st->y, z0, n * T);
     free(z0);
@@ -895,5 +881,51 @@ int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_
                 dst[k] = (nf_real)(v < 0 ? 0 : v > L - 1 ? L - 1 : v);
             }
         }
+    return NF_OK;
+}
+
+typedef struct video_draw {
+    nf_model *m;
+    nf_real *x;
+    const nf_video_sample_config *sc;
+    nf_rng *rng;
+} video_draw;
+
+static int draw_rows(void *arg, int at, int k)
+{
+    const video_draw *d = arg;
+    const size_t D = (size_t)((const video_state *)d->m->state)->D;
+    nf_video_sample_config sc = *d->sc;
+    if (sc.given > 0) sc.prefix += (size_t)at * D;
+    return sample_videos(d->m, d->x + (size_t)at * D, k, &sc, d->rng);
+}
+
+/* In chunks of at least NF_VIDEO_SAMPLE_ROWS videos whose workspace stays bounded otherwise
+ * (nf_flow_in_chunks: 400 videos in one pass took 760 MB).  The latents are drawn in row order, so
+ * token-by-token decoding gives the videos of one pass.  Jacobi stops a chunk's frame when no value of
+ * the chunk moves more than the tolerance, so its videos depend on the others in their chunk, within
+ * that tolerance (as they did on the others in one pass). */
+int nf_model_video_sample(nf_model *m, nf_real *x, int n, const nf_video_sample_config *sc, nf_rng *rng, int *passes)
+{
+    NF_TRY(check_kind(m, "video sampling"));
+    video_state *st = m->state;
+    const int T = st->cfg.frames;
+    if (n < 1) return nf_error(NF_EINVAL, "%d videos to sample; expected at least 1", n);
+    if (!(sc->temperature > 0 && sc->temperature <= 10))
+        return nf_error(NF_EINVAL, "temperature %g: expected 0 < T <= 10", sc->temperature);
+    if (sc->given < 0 || sc->given >= T || (sc->given > 0 && !sc->prefix))
+        return nf_error(NF_EINVAL, "%d given frames%s: expected 0..%d with the videos they come from", sc->given,
+                        sc->given > 0 && !sc->prefix ? " without videos" : "", T - 1);
+    if (sc->denoise < NF_VIDEO_DENOISE_NONE || sc->denoise > NF_VIDEO_DENOISE_LEARNED)
+        return nf_error(NF_EINVAL, "denoising %d: expected %s", (int)sc->denoise, NF_VIDEO_DENOISE_NAMES);
+    if (sc->denoise == NF_VIDEO_DENOISE_LEARNED && !st->dn)
+        return nf_error(NF_EINVAL, "learned denoising: the video model has no learned denoiser (fit with --denoiser)");
+    st->denoise_s = 0;
+    nf_model_set_training(m, 0);
+    nf_flow_set_invert(m->flow, sc->method, sc->tol, 0);
+    nf_flow_set_jacobi_block(m->flow, sc->by_frame ? nf_model_video_frame_tokens(m) : 0);
+    video_draw d = {.m = m, .x = x, .sc = sc, .rng = rng};
+    NF_TRY(nf_flow_in_chunks(m->flow, n, NF_VIDEO_SAMPLE_ROWS, draw_rows, &d));
+    if (passes) *passes = nf_flow_last_sweeps(m->flow);
     return NF_OK;
 }
