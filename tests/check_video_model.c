@@ -254,26 +254,34 @@ START_TEST(samplers_agree_and_keep_given_frames)
 }
 END_TEST
 
-/* A short fit lowers the held-out bits/dim; the file written by the trainer reloads to the same
- * bits/dim; another kind's command is named when the flow is read as a plain density. */
+/* nf video fit's default model on 16 frames of 32 x 32 (17 levels), its parameters moved off their
+ * start by draws of r, and n videos of random levels from r. */
+static nf_model *default_model(nf_video_config *c, nf_rng *r, int n, nf_real **videos)
+{
+    nf_video_config_init(c);
+    c->frames = 16, c->h = c->w = 32, c->c = 1, c->levels = 17;
+    nf_model *m;
+    ck_assert_msg(nf_model_video_create(&m, c) == NF_OK, "%s", nf_strerror_last());
+    for (size_t j = 0; j < m->P->n; j++) m->P->value[j] += 0.02 * (nf_rng_uniform(r) - 0.5);
+    const size_t D = (size_t)c->frames * c->h * c->w;
+    *videos = malloc((size_t)n * D * sizeof **videos);
+    for (size_t k = 0; k < (size_t)n * D; k++) (*videos)[k] = (nf_real)nf_rng_index(r, 17);
+    return m;
+}
+
 /* Evaluation runs the flow in chunks whose workspace stays bounded (nf_flow_chunk_rows): with
  * nf video fit's default model on 16 frames of 32 x 32, a few videos a chunk; the bits/dim of 24
  * videos at once are those of the videos one at a time. */
 START_TEST(bits_per_dim_in_chunks_equal_video_by_video)
 {
-    nf_video_config c;
-    nf_video_config_init(&c);
-    c.frames = 16, c.h = c.w = 32, c.c = 1, c.levels = 17;
-    nf_model *m;
-    ck_assert_msg(nf_model_video_create(&m, &c) == NF_OK, "%s", nf_strerror_last());
     enum { N = 24 };
+    nf_video_config c;
+    nf_rng *r = nf_rng_alloc(2385, 0);
+    nf_real *x;
+    nf_model *m = default_model(&c, r, N, &x);
     const int D = c.frames * c.h * c.w;
     ck_assert_msg(nf_flow_chunk_rows(m->flow, N) < N, "chunks of %d videos: the test needs fewer than %d",
                   nf_flow_chunk_rows(m->flow, N), N);
-    nf_rng *r = nf_rng_alloc(2385, 0);
-    for (size_t j = 0; j < m->P->n; j++) m->P->value[j] += 0.02 * (nf_rng_uniform(r) - 0.5);
-    nf_real *x = malloc((size_t)N * D * sizeof *x);
-    for (size_t k = 0; k < (size_t)N * D; k++) x[k] = (nf_real)nf_rng_index(r, 17);
     double all[N], one[1];
     nf_rng *u = nf_rng_alloc(7, 0); /* dequantisation draws in order (without an rng they are keyed by position) */
     ck_assert_int_eq(nf_model_video_bpd(m, all, x, N, u), NF_OK);
@@ -295,20 +303,15 @@ END_TEST
  * rows'. */
 START_TEST(samples_in_chunks_equal_video_by_video)
 {
-    nf_video_config c;
-    nf_video_config_init(&c);
-    c.frames = 16, c.h = c.w = 32, c.c = 1, c.levels = 17;
-    nf_model *m;
-    ck_assert_msg(nf_model_video_create(&m, &c) == NF_OK, "%s", nf_strerror_last());
     enum { N = NF_VIDEO_SAMPLE_ROWS + 8 }; /* a whole chunk and part of one */
+    nf_video_config c;
+    nf_rng *r = nf_rng_alloc(2386, 0);
+    nf_real *prefix;
+    nf_model *m = default_model(&c, r, N, &prefix);
     const int D = c.frames * c.h * c.w;
     ck_assert_msg(nf_flow_chunk_rows(m->flow, N) < NF_VIDEO_SAMPLE_ROWS, "chunks of %d videos: the test needs fewer than %d",
                   nf_flow_chunk_rows(m->flow, N), (int)NF_VIDEO_SAMPLE_ROWS);
-    nf_rng *r = nf_rng_alloc(2386, 0);
-    for (size_t j = 0; j < m->P->n; j++) m->P->value[j] += 0.02 * (nf_rng_uniform(r) - 0.5);
-    nf_real *prefix = malloc((size_t)N * D * sizeof *prefix), *all = malloc((size_t)N * D * sizeof *all),
-            *one = malloc((size_t)D * sizeof *one);
-    for (size_t k = 0; k < (size_t)N * D; k++) prefix[k] = (nf_real)nf_rng_index(r, 17);
+    nf_real *all = malloc((size_t)N * D * sizeof *all), *one = malloc((size_t)D * sizeof *one);
     for (int given = 0; given <= 3; given += 3) {
         nf_video_sample_config sc;
         nf_video_sample_config_init(&sc);
@@ -332,6 +335,8 @@ START_TEST(samples_in_chunks_equal_video_by_video)
 }
 END_TEST
 
+/* A short fit lowers the held-out bits/dim; the file written by the trainer reloads to the same
+ * bits/dim; another kind's command is named when the flow is read as a plain density. */
 START_TEST(fits_and_round_trips)
 {
     nf_video_config c;
