@@ -28,8 +28,10 @@ int nf_error_context(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    memcpy(old, last_message, sizeof old);
     size_t at = strlen(prefix);
+    if (at > 0 && !strncmp(last_message, prefix, at) && last_message[at] == ':')
+        return code; /* already said (a file named by its loader and again by its caller) */
+    memcpy(old, last_message, sizeof old);
     if (at > NF_MSG_MAX - 3) at = NF_MSG_MAX - 3;
     memcpy(last_message, prefix, at);
     memcpy(last_message + at, ": ", 2);

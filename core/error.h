@@ -44,7 +44,8 @@ typedef void nf_error_handler_t(int code, const char *message);
 
 /* Record a printf-style message for this thread, call the handler, and return code. */
 int nf_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prefix the current message with "context: " (used while an error travels up). Returns code. */
+/* Prefix the current message with "context: " (used while an error travels up), unless it already
+ * begins with "context:" (a file's path said by its reader and again by the caller). Returns code. */
 int nf_error_context(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The last message recorded on this thread ("" if none). */
 const char *nf_strerror_last(void);

@@ -549,6 +549,22 @@ static nf_params *make_params(const char *const *names, const size_t *sizes, int
     return P;
 }
 
+/* An error's context is added once: a file named by its reader is not named again by its caller. */
+START_TEST(test_error_context_once)
+{
+    nf_error(NF_EFORMAT, "m.h5:/model/flow: dimensions 0 and 0");
+    ck_assert_int_eq(nf_error_context(NF_EFORMAT, "%s", "m.h5"), NF_EFORMAT);
+    ck_assert_str_eq(nf_strerror_last(), "m.h5:/model/flow: dimensions 0 and 0");
+    nf_error_context(NF_EFORMAT, "m.h5");
+    ck_assert_str_eq(nf_strerror_last(), "m.h5:/model/flow: dimensions 0 and 0");
+    nf_error_context(NF_EFORMAT, "loading %s", "m.h5");
+    ck_assert_str_eq(nf_strerror_last(), "loading m.h5: m.h5:/model/flow: dimensions 0 and 0");
+    nf_error(NF_EFORMAT, "m.h5x: no such group"); /* another name that merely begins the same */
+    nf_error_context(NF_EFORMAT, "m.h5");
+    ck_assert_str_eq(nf_strerror_last(), "m.h5: m.h5x: no such group");
+}
+END_TEST
+
 START_TEST(test_params_roundtrip)
 {
     TPATH(p, "params.h5");
@@ -727,6 +743,7 @@ static Suite *h5_suite(void)
     tcase_add_test(tc, test_format_checks);
     tcase_add_test(tc, test_atomic_writes);
     tcase_add_test(tc, test_write_errors);
+    tcase_add_test(tc, test_error_context_once);
     tcase_add_test(tc, test_params_roundtrip);
     tcase_add_test(tc, test_integrity);
     suite_add_tcase(s, tc);
