@@ -15,6 +15,7 @@
  * catch it), for tests/cli/hardening.sh:
  *   mkbad setnum FILE OBJ NAME X      attribute NAME of OBJ becomes the float64 X ("nan", "1e300")
  *   mkbad setstr FILE OBJ NAME S      attribute NAME of OBJ becomes the string S
+ *   mkbad setint FILE OBJ NAME N      attribute NAME of OBJ becomes the int64 N
  *   mkbad setelem FILE DSET I X       element I of the numeric dataset DSET becomes X
  *   mkbad fillbytes FILE DSET B       every byte of the 8-bit dataset DSET becomes B (0..255)
  *   mkbad declared FILE ROWS COLS     a data file whose /x is declared ROWS x COLS float64 but
@@ -24,6 +25,8 @@
  *                                     its contiguous block), behind HDF5's back
  *   mkbad flip FILE BYTE BIT          flip bit BIT (0..7) of byte BYTE of the file
  * and what a file is made of:
+ *   mkbad numattrs FILE               prints "OBJ NAME" for every numeric scalar attribute (the
+ *                                     settings a damaged file can misstate)
  *   mkbad vlen FILE                   prints "strings S vlen V unchecked U": string attributes and
  *                                     datasets, how many are variable-length (in the global heap),
  *                                     and how many non-empty datasets lack a Fletcher32 checksum
@@ -147,6 +150,12 @@ static int set_num(const char *path, const char *obj, const char *name, const ch
 {
     double v = strtod(text, NULL);
     return set_attr(path, obj, name, H5T_NATIVE_DOUBLE, &v);
+}
+
+static int set_int(const char *path, const char *obj, const char *name, const char *text)
+{
+    long long v = strtoll(text, NULL, 10);
+    return set_attr(path, obj, name, H5T_NATIVE_LLONG, &v);
 }
 
 static int set_str(const char *path, const char *obj, const char *name, const char *text)
@@ -334,11 +343,49 @@ static int count_strings(const char *path)
     return 0;
 }
 
+/* Numeric scalar attributes, "OBJ NAME" a line. */
+static herr_t num_attr_cb(hid_t o, const char *name, const H5A_info_t *info, void *data)
+{
+    (void)info;
+    hid_t a = H5Aopen(o, name, H5P_DEFAULT);
+    if (a < 0) return -1;
+    hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
+    H5T_class_t k = H5Tget_class(t);
+    if ((k == H5T_INTEGER || k == H5T_FLOAT) && H5Sget_simple_extent_npoints(sp) == 1) printf("%s %s\n", (const char *)data, name);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Aclose(a);
+    return 0;
+}
+
+static herr_t num_object_cb(hid_t root, const char *name, const H5L_info_t *info, void *data)
+{
+    (void)info, (void)data;
+    hid_t o = H5Oopen(root, name, H5P_DEFAULT);
+    if (o < 0) return -1;
+    char path[1024];
+    snprintf(path, sizeof path, "/%s", name);
+    herr_t e = H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, num_attr_cb, path);
+    H5Oclose(o);
+    return e;
+}
+
+static int num_attrs(const char *path)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return h5fail("numattrs", path);
+    herr_t e = H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, num_attr_cb, "/");
+    if (e >= 0) e = H5Lvisit(f, H5_INDEX_NAME, H5_ITER_NATIVE, num_object_cb, NULL);
+    H5Fclose(f);
+    return e < 0 ? h5fail("numattrs", path) : 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *usage = "usage: mkbad nan|inf|empty|noxy|text FILE | stats FILE DSET | col FILE DSET J |\n"
-                        "       setnum|setstr FILE OBJ NAME VALUE | setelem FILE DSET I X | fillbytes FILE DSET B |\n"
-                        "       declared FILE ROWS COLS | flipdata FILE DSET | flip FILE BYTE BIT | vlen FILE\n";
+                        "       setnum|setstr|setint FILE OBJ NAME VALUE | setelem FILE DSET I X | fillbytes FILE DSET B |\n"
+                        "       declared FILE ROWS COLS | flipdata FILE DSET | flip FILE BYTE BIT | vlen FILE | numattrs FILE\n";
     if (argc < 3) {
         fputs(usage, stderr);
         return 2;
@@ -352,6 +399,8 @@ int main(int argc, char **argv)
     if (!strcmp(what, "stats") && argc == 4) return stats(path, argv[3], -1);
     if (!strcmp(what, "col") && argc == 5) return stats(path, argv[3], atol(argv[4]));
     if (!strcmp(what, "setnum") && argc == 6) return set_num(path, argv[3], argv[4], argv[5]);
+    if (!strcmp(what, "setint") && argc == 6) return set_int(path, argv[3], argv[4], argv[5]);
+    if (!strcmp(what, "numattrs") && argc == 3) return num_attrs(path);
     if (!strcmp(what, "setstr") && argc == 6) return set_str(path, argv[3], argv[4], argv[5]);
     if (!strcmp(what, "setelem") && argc == 6) return set_elem(path, argv[3], atol(argv[4]), argv[5]);
     if (!strcmp(what, "fillbytes") && argc == 5) return fill_bytes(path, argv[3], atoi(argv[4]));
