@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# tests/cli/tamper.sh - every numeric setting a model file of each kind holds, misstated: a small
-# model of each kind (density, dependent, point process, causal, image, video) is written by its fit;
-# then, one attribute at a time (the model's configuration, its data and training records; the
-# values NaN, -1, 0 and 2^40, written through HDF5 so only nf's own checks can catch them), `nf
-# info` and, for the model's own settings, the kind's evaluation and sampling commands on the damaged copy must either
-# work or exit 1 with one line naming the problem: no crash, no hang, no usage error, nothing on
-# stderr but that line.  (tests/cli/hardening.sh checks what the training records mean to --resume.)
+# tests/cli/tamper.sh - every numeric attribute of nf's files misstated.  A small model of each kind
+# (density, dependent, point process, causal, image, video) and the data it was fit on are written by
+# nf; then, one attribute at a time (a model's configuration, its data and training records; a data
+# file's shape, levels, kinship), set to NaN, -1, 0 or 2^40 through HDF5 (so only nf's own checks can
+# catch it), the commands that read the file must work or exit 1 with one line naming the problem: no
+# crash, no hang, no usage error, nothing else on stderr.  For a model: nf info, its evaluation and
+# sampling; for data: nf info, evaluation by a model and one step of a fit.  (What the training
+# records mean to --resume: tests/cli/hardening.sh.)
 #
 # NF_TAMPER_VALUES sets the values (default "nan -1 0 1099511627776").
 # shellcheck source-path=SCRIPTDIR source=lib.bash
@@ -34,6 +35,7 @@ mk "density model" fit moons.h5 --flow "2*(affine-coupling(hidden=8), permute(or
 mk "dependent data" data make dependent-crescent --structure equi -n 200 --seed 3 -o dep.h5
 mk "dependent model" fit dep.h5 --dependence equi --flow "2*(affine-coupling(hidden=8), permute(order=reverse))" \
     --steps 3 --val-frac 0 --threads 1 --quiet -o dependent.h5
+mk "kinship data" data make dependent-crescent --structure kinship -n 200 --seed 3 -o kin.h5
 mk "event sequences" data make tpp-poisson --rate 3 -n 8 --t-end 10 --seed 3 -o seq.h5
 mk "point-process model" tpp fit seq.h5 --hidden 8 --batch 4 --steps 3 --threads 1 --quiet -o tpp.h5
 mk "causal data" data make causal-poly --shift 2 -n 100 --seed 3 -o poly.h5
@@ -47,41 +49,35 @@ mk "videos" data make video-balls -n 16 --frames 4 --size 16 --seed 2 -o balls.h
 mk "video model" video fit balls.h5 --block 4 --keep 2 --local-blocks 1 --global-layers 1 --width 8 --heads 2 \
     --batch 8 --steps 2 --val-frac 0 --threads 1 --quiet -o video.h5
 
-# The commands run on a damaged copy of each model, "@" standing for its path.
-declare -A USES
-USES[density]="info @|eval @ moons.h5|sample @ -n 5 -o s.h5"
-USES[dependent]="info @|eval @ dep.h5|sample @ -n 5 -o s.h5"
-USES[tpp]="info @|tpp eval @ seq.h5|tpp sample @ -n 2 --t-end 5 -o s.h5"
-USES[causal]="info @|causal eval @ poly.h5|causal sample @ --arm 1 -n 5 -o s.h5"
-USES[glow]="info @|image eval @ digits.h5|image sample @ -n 2 -o s.png"
-USES[tarflow]="info @|image eval @ digits.h5|image sample @ -n 2 --class 1 -o s.png"
-USES[video]="info @|video eval @ balls.h5|video sample @ -n 2 -o s.gif"
+# run_use USE FILE: one command line of USES ("@" standing for FILE) with the outputs cleared; its
+# arguments in ARGS, its exit status returned, its stderr in $T/err.
+run_use() {
+    # shellcheck disable=SC2206
+    ARGS=(${1//@/$2})
+    rm -f s.h5 s.png s.gif f.h5
+    NF_CLI_TIMEOUT=60 nfrun "${ARGS[@]}" >/dev/null 2>"$T/err" </dev/null
+}
 
+# tamper WHAT FILE USES: the commands USES ("|" between them) work on FILE; then, on a copy of FILE
+# with one numeric attribute misstated, each works or exits 1 with one line (in a model file, the
+# data and training records only with info, which alone reads them besides --resume: hardening.sh).
 checked=0
-for kind in density dependent tpp causal glow tarflow video; do
-    IFS='|' read -ra uses <<<"${USES[$kind]}"
-    for use in "${uses[@]}"; do # the undamaged model: every command works
-        # shellcheck disable=SC2206
-        args=(${use//@/$kind.h5})
-        rm -f s.h5 s.png s.gif
-        NF_CLI_TIMEOUT=60 nfrun "${args[@]}" >/dev/null 2>"$T/err" </dev/null ||
-            fail "$kind: nf ${args[*]} on the undamaged model: $(head -c 300 "$T/err" | tr '\n' '|')"
+tamper() {
+    local what=$1 file=$2 uses obj name v use rc why bad=0 nattr
+    IFS='|' read -ra uses <<<"$3"
+    for use in "${uses[@]}"; do
+        run_use "$use" "$file" || fail "$what: nf ${ARGS[*]} on the undamaged file: $(head -c 300 "$T/err" | tr '\n' '|')"
     done
-    "$M" numattrs "$kind.h5" >"$T/attrs" || { fail "list the settings of $kind.h5"; continue; }
+    "$M" numattrs "$file" >"$T/attrs" || { fail "$what: list the settings of $file"; return; }
     nattr=$(wc -l <"$T/attrs")
-    bad=0
     while read -r obj name; do
         for v in $VALUES; do
-            cp "$kind.h5" t.h5
+            cp "$file" t.h5
             if [ "$v" = nan ]; then "$M" setnum t.h5 "$obj" "$name" nan; else "$M" setint t.h5 "$obj" "$name" "$v"; fi ||
-                { fail "$kind: set $obj $name to $v"; bad=$((bad + 1)); continue; }
+                { fail "$what: set $obj $name to $v"; bad=$((bad + 1)); continue; }
             for use in "${uses[@]}"; do
-                # the data and training records are read by info (and --resume: hardening.sh) only
-                case $obj in /model*) ;; *) [ "${use%% *}" = info ] || continue ;; esac
-                # shellcheck disable=SC2206
-                args=(${use//@/t.h5})
-                rm -f s.h5 s.png s.gif
-                NF_CLI_TIMEOUT=60 nfrun "${args[@]}" >/dev/null 2>"$T/err" </dev/null
+                case $obj in /data* | /training*) [ "${use%% *}" = info ] || continue ;; esac
+                run_use "$use" t.h5
                 rc=$?
                 checked=$((checked + 1))
                 why=""
@@ -92,14 +88,32 @@ for kind in density dependent tpp causal glow tarflow video; do
                     why="exit $rc"
                 fi
                 if [ -n "$why" ]; then
-                    fail "$kind: $obj $name = $v: nf ${args[*]}: $why: $(head -c 300 "$T/err" | tr '\n' '|')"
+                    fail "$what: $obj $name = $v: nf ${ARGS[*]}: $why: $(head -c 300 "$T/err" | tr '\n' '|')"
                     bad=$((bad + 1))
                 fi
             done
         done
     done <"$T/attrs"
-    [ "$bad" = 0 ] && pass "$kind: $nattr settings, each misstated $nvalues ways: info, evaluation and sampling work or give one line"
-done
-check "$checked commands on damaged models ran" test "$checked" -gt 300
+    [ "$bad" = 0 ] && pass "$what: $nattr numeric attributes, each misstated $nvalues ways: every command works or gives one line"
+}
+
+# the models: info, evaluation and sampling ("@": the damaged copy)
+tamper "density model" density.h5 "info @|eval @ moons.h5|sample @ -n 5 -o s.h5"
+tamper "dependent model" dependent.h5 "info @|eval @ dep.h5|sample @ -n 5 -o s.h5"
+tamper "point-process model" tpp.h5 "info @|tpp eval @ seq.h5|tpp sample @ -n 2 --t-end 5 -o s.h5"
+tamper "causal model" causal.h5 "info @|causal eval @ poly.h5|causal sample @ --arm 1 -n 5 -o s.h5"
+tamper "image model (glow)" glow.h5 "info @|image eval @ digits.h5|image sample @ -n 2 -o s.png"
+tamper "image model (tarflow)" tarflow.h5 "info @|image eval @ digits.h5|image sample @ -n 2 --class 1 -o s.png"
+tamper "video model" video.h5 "info @|video eval @ balls.h5|video sample @ -n 2 -o s.gif"
+# the data: info, evaluation by a model and one step of a fit
+ONE=(--steps 1 --val-frac 0 --threads 1 --quiet -o f.h5)
+tamper "density data" moons.h5 "info @|eval density.h5 @|fit @ ${ONE[*]}"
+tamper "dependent data" dep.h5 "info @|eval dependent.h5 @|fit @ --dependence equi ${ONE[*]}"
+tamper "kinship data" kin.h5 "info @|fit @ --dependence kinship --kinship @ ${ONE[*]}"
+tamper "event sequences" seq.h5 "info @|tpp eval tpp.h5 @|tpp fit @ --hidden 8 --batch 4 ${ONE[*]}"
+tamper "causal data" poly.h5 "info @|causal eval causal.h5 @|causal fit @ --repr 4 --hidden 8 --grid 32 ${ONE[*]}"
+tamper "images" digits.h5 "info @|image eval glow.h5 @|image fit @ --scales 1 --depth 1 --hidden 8 ${ONE[*]}"
+tamper "videos" balls.h5 "info @|video eval video.h5 @|video fit @ --block 4 --keep 2 --width 8 --heads 2 ${ONE[*]}"
+check "$checked commands on damaged files ran" test "$checked" -gt 300
 check "no temporary files left behind: $(stray_tmp | head -3 | tr '\n' ' ')" test -z "$(stray_tmp)"
 finish
