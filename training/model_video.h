@@ -133,9 +133,9 @@ void nf_video_sample_config_init(nf_video_sample_config *s);
 void nf_video_sample_config_init_for(nf_video_sample_config *s, const nf_model *m);
 /* Videos sampled in one pass at least (more where the flow's workspace allows, nf_flow_in_chunks).
  * Token by token, a step is one small product per token for every video of the pass: below about 16
- * videos its fixed costs show (6 a pass sampled 40% slower than 16 or more), while sampling touches
+ * videos its fixed costs show (6 a pass sampled 30-40% slower than 16 or more), while sampling touches
  * far less than the training workspace nf_flow_chunk_rows counts (the backward pass's caches: about
- * 10 MB a video of the default model, of which sampling touches about 2). */
+ * 10 MB a video of the default model, of which sampling touches 1 to 2). */
 enum { NF_VIDEO_SAMPLE_ROWS = 32 };
 /* Draw n videos x (n, D) in level units (clamped to [0, L-1], not rounded); the given frames are
  * copied from the prefix.  *passes (may be NULL): the sequential passes of the inversion (token
