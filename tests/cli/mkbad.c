@@ -12,7 +12,7 @@
  *   mkbad col FILE DSET J prints "mean std" of column J
  *
  * Damage to an existing file, through HDF5 (so checksums stay right and only nf's own checks can
- * catch it), for tests/cli/hardening.sh:
+ * catch it), for tests/cli/hardening.sh and tamper.sh:
  *   mkbad setnum FILE OBJ NAME X      attribute NAME of OBJ becomes the float64 X ("nan", "1e300")
  *   mkbad setstr FILE OBJ NAME S      attribute NAME of OBJ becomes the string S
  *   mkbad setint FILE OBJ NAME N      attribute NAME of OBJ becomes the int64 N
