@@ -273,8 +273,8 @@ static int info_model(const char *path)
         else printf("progress        step %.0f; not finished (resume with %s fit --resume %s)\n", step, cmd, path);
         /* the metric of the stage the checkpoint is in (a video model's codec and denoiser stages
          * report a mean squared error, its flow bits/dim) */
-        double stage = 0;
-        nf_h5_attr_get_double(f, "/training/checkpoint", "stage", &stage);
+        int64_t stage = 0; /* absent or damaged: the first stage's metric */
+        if (nf_h5_attr_get_int64_in(f, "/training/checkpoint", "stage", 0, 1 << 10, &stage) != NF_OK) stage = 0;
         const char *metric = nf_model_type_metric(model->type, (int)stage);
         const int bits = !strcmp(metric, "neg_bits_per_dim"), mse = !strcmp(metric, "neg_mse");
         if (bstep >= 0 && isfinite(bval))

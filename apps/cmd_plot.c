@@ -134,11 +134,12 @@ static int plot_history(const plot_args *a)
     nf_h5 *f;
     NF_TRY(nf_h5_open(&f, a->model, NF_MODEL_FORMAT, NF_MODEL_VERSION));
     int64_t *step = NULL;
-    double *tr = NULL, *va = NULL, stage = 0;
+    double *tr = NULL, *va = NULL;
+    int64_t stage = 0; /* absent or damaged: the first stage's metric */
     size_t n = 0, c, n2, n3;
     char kind[64] = "";
     nf_h5_attr_get_string(f, "/model", "kind", kind, sizeof kind);
-    nf_h5_attr_get_double(f, "/training/checkpoint", "stage", &stage);
+    if (nf_h5_attr_get_int64_in(f, "/training/checkpoint", "stage", 0, 1 << 10, &stage) != NF_OK) stage = 0;
     nf_error_clear();
     const nf_model_type *type = nf_model_type_find(kind);
     int rc = nf_h5_exists(f, "/training/checkpoint/history")

@@ -980,6 +980,17 @@ int nf_h5_attr_get_int64(nf_h5 *f, const char *obj, const char *name, int64_t *v
     return rc;
 }
 
+int nf_h5_attr_get_int64_in(nf_h5 *f, const char *obj, const char *name, int64_t lo, int64_t hi, int64_t *value)
+{
+    int64_t v;
+    NF_TRY(nf_h5_attr_get_int64(f, obj, name, &v));
+    if (v < lo || v > hi)
+        return nf_error(NF_EFORMAT, "%s: attribute '%s' on %s is %lld (expected %lld to %lld)", f->path, name, obj,
+                        (long long)v, (long long)lo, (long long)hi);
+    *value = v;
+    return NF_OK;
+}
+
 int nf_h5_attr_set_int64s(nf_h5 *f, const char *obj, const char *name, const int64_t *v, size_t n)
 {
     NF_TRY(check_writable(f, obj));

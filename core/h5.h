@@ -69,6 +69,9 @@ int nf_h5_attr_set_int64(nf_h5 *f, const char *obj, const char *name, int64_t va
 int nf_h5_attr_get_string(nf_h5 *f, const char *obj, const char *name, char *buf, size_t size);
 int nf_h5_attr_get_double(nf_h5 *f, const char *obj, const char *name, double *value);
 int nf_h5_attr_get_int64(nf_h5 *f, const char *obj, const char *name, int64_t *value);
+/* The same, refused unless lo <= value <= hi, naming the attribute, its value and the range (a
+ * damaged file's setting never reaches a conversion it would overflow). */
+int nf_h5_attr_get_int64_in(nf_h5 *f, const char *obj, const char *name, int64_t lo, int64_t hi, int64_t *value);
 /* A 1-D attribute of exactly n integers (an image's shape); reading accepts any integer type, or
  * floats holding whole numbers, and refuses another count naming both. */
 int nf_h5_attr_set_int64s(nf_h5 *f, const char *obj, const char *name, const int64_t *v, size_t n);

@@ -266,6 +266,16 @@ START_TEST(test_attributes)
         ck_assert(v == (double)(-9000000000123LL + i));
         OK(nf_h5_attr_get_int64(f, objs[i], "whole", &k));
         ck_assert(k == 4);
+        k = 7; /* in a range: read; outside it: refused, naming the value and the range, k untouched */
+        OK(nf_h5_attr_get_int64_in(f, objs[i], "whole", 4, 4, &k));
+        ck_assert(k == 4);
+        ck_assert_int_eq(nf_h5_attr_get_int64_in(f, objs[i], "whole", 5, 1 << 24, &k), NF_EFORMAT);
+        HAS(nf_strerror_last(), "attribute 'whole' on ");
+        HAS(nf_strerror_last(), " is 4 (expected 5 to 16777216)");
+        ck_assert_int_eq(nf_h5_attr_get_int64_in(f, objs[i], "steps", 0, INT64_MAX, &k), NF_EFORMAT);
+        ck_assert_int_eq(nf_h5_attr_get_int64_in(f, objs[i], "lr", 0, 10, &k), NF_EFORMAT);
+        HAS(nf_strerror_last(), "expected an integer");
+        ck_assert(k == 4);
         ck_assert_int_eq(nf_h5_attr_get_int64(f, objs[i], "lr", &k), NF_EFORMAT);
         HAS(nf_strerror_last(), "expected an integer");
         ck_assert_int_eq(nf_h5_attr_get_string(f, objs[i], "lr", s, sizeof s), NF_EFORMAT);

@@ -759,18 +759,19 @@ static int causal_load(nf_model *m, nf_h5 *f, const char *group, int version)
     snprintf(path, sizeof path, "%s/causal", group);
     nf_causal_config c;
     nf_causal_config_init(&c);
-    double v[13];
-    const char *names[13] = {"dx",      "dy",    "repr", "hidden", "bins",  "grid",  "noise_r",
-                             "noise_y", "alpha", "clip", "ema",    "n_ref", "margin"};
-    for (int k = 0; k < 13; k++) NF_TRY(nf_h5_attr_get_double(f, path, names[k], &v[k]));
-    c.dx = (int)v[0], c.dy = (int)v[1], c.repr = (int)v[2], c.hidden = (int)v[3], c.bins = (int)v[4];
-    c.grid = (int)v[5], c.noise_r = v[6], c.noise_y = v[7], c.alpha = v[8], c.clip = v[9], c.ema = v[10];
-    c.n_ref = (int)v[11], c.margin = v[12];
-    double draws = c.draws; /* files from before 2-D outcomes have no draws */
-    if (nf_h5_attr_exists(f, path, "draws") == 1) NF_TRY(nf_h5_attr_get_double(f, path, "draws", &draws));
+    int64_t n[7];
+    const char *int_names[7] = {"dx", "dy", "repr", "hidden", "bins", "grid", "n_ref"};
+    for (int k = 0; k < 7; k++) NF_TRY(nf_h5_attr_get_int64_in(f, path, int_names[k], 0, 1 << 24, &n[k]));
+    c.dx = (int)n[0], c.dy = (int)n[1], c.repr = (int)n[2], c.hidden = (int)n[3], c.bins = (int)n[4];
+    c.grid = (int)n[5], c.n_ref = (int)n[6];
+    double *real[6] = {&c.noise_r, &c.noise_y, &c.alpha, &c.clip, &c.ema, &c.margin};
+    const char *real_names[6] = {"noise_r", "noise_y", "alpha", "clip", "ema", "margin"};
+    for (int k = 0; k < 6; k++) NF_TRY(nf_h5_attr_get_double(f, path, real_names[k], real[k]));
+    int64_t draws = c.draws; /* files from before 2-D outcomes have no draws */
+    if (nf_h5_attr_exists(f, path, "draws") == 1) NF_TRY(nf_h5_attr_get_int64_in(f, path, "draws", 0, 1 << 24, &draws));
     c.draws = (int)draws;
-    double shift = 0; /* files from before the linear shift have none */
-    if (nf_h5_attr_exists(f, path, "shift") == 1) NF_TRY(nf_h5_attr_get_double(f, path, "shift", &shift));
+    int64_t shift = 0; /* files from before the linear shift have none */
+    if (nf_h5_attr_exists(f, path, "shift") == 1) NF_TRY(nf_h5_attr_get_int64_in(f, path, "shift", 0, 1, &shift));
     c.shift = (int)shift;
     int64_t seed;
     NF_TRY(nf_h5_attr_get_int64(f, path, "seed", &seed));
@@ -779,7 +780,9 @@ static int causal_load(nf_model *m, nf_h5 *f, const char *group, int version)
     /* the spline's tail is rebuilt from the grid range, which the store then holds */
     double tail;
     NF_TRY(nf_h5_attr_get_double(f, path, "tail", &tail));
-    return build(m, &c, tail);
+    const int rc = build(m, &c, tail);
+    if (rc != NF_OK) causal_destroy(m); /* the caller destroys only what loaded */
+    return rc;
 }
 
 static int causal_save_all(const nf_model *m, nf_h5 *f, const char *group)

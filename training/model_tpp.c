@@ -397,14 +397,19 @@ static int tpp_load(nf_model *m, nf_h5 *f, const char *group, int version)
         NF_TRY(nf_h5_attr_get_string(f, path, "rnn", dec, sizeof dec));
         NF_TRY(nf_tpp_rnn_parse(dec, &c.rnn));
     }
-    double v[9];
-    const char *names[] = {"hidden", "components", "flow_layers", "flow_hidden", "mark_dim", "num_marks",
-                           "shift", "scale", "seed"};
-    for (int i = 0; i < 9; i++) NF_TRY(nf_h5_attr_get_double(f, path, names[i], &v[i]));
+    int64_t v[6], seed;
+    const char *names[] = {"hidden", "components", "flow_layers", "flow_hidden", "mark_dim", "num_marks"};
+    for (int i = 0; i < 6; i++) NF_TRY(nf_h5_attr_get_int64_in(f, path, names[i], 0, 1 << 24, &v[i]));
     c.hidden = (int)v[0], c.components = (int)v[1], c.flow_layers = (int)v[2], c.flow_hidden = (int)v[3];
-    c.mark_dim = (int)v[4], c.num_marks = (int)v[5], c.shift = v[6], c.scale = v[7], c.seed = (uint64_t)v[8];
+    c.mark_dim = (int)v[4], c.num_marks = (int)v[5];
+    NF_TRY(nf_h5_attr_get_double(f, path, "shift", &c.shift));
+    NF_TRY(nf_h5_attr_get_double(f, path, "scale", &c.scale));
+    NF_TRY(nf_h5_attr_get_int64_in(f, path, "seed", 0, INT64_MAX, &seed));
+    c.seed = (uint64_t)seed;
     NF_TRY(nf_tpp_config_check(&c));
-    return build(m, &c);
+    const int rc = build(m, &c);
+    if (rc != NF_OK) tpp_destroy(m); /* the caller destroys only what loaded */
+    return rc;
 }
 
 const nf_model_type nf_model_tpp = {
