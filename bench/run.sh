@@ -14,6 +14,8 @@
 #            its table is printed, the JSON lines go to bench/out/tpp_speed.jsonl; the point-process
 #            targets, bench/tpp_targets.sh, take hours and run separately)
 # then bench/report.py writes bench/RESULTS.md and prints one line per comparison.
+# Separately (not a phase: it needs PyPI's torch, zuko and nflows): bench/libs_speed.sh, nf against the
+# flow libraries themselves on the same four configurations.
 #
 # Knobs (environment):
 #   BENCH_QUICK=1               smoke run (~3-4 minutes): few steps everywhere
@@ -60,7 +62,10 @@ QSETS=${BENCH_QUALITY_SETS:-$QSETS_DEFAULT}
 QSEEDS=${BENCH_QUALITY_SEEDS:-${BENCH_QUALITY_SEED:-1}}
 CONFIGS="maf realnvp nsf maf-small"
 # nf's command re-executes itself with passive OpenMP waiting (apps/main.c: spinning threads are
-# many times slower on busy cores); the bench programs and PyTorch get the same environment.
+# many times slower on busy cores); the bench programs get the same environment.  PyTorch runs under
+# its own default (`env -u OMP_WAIT_POLICY` below): passive waiting halved its two-thread step rate on
+# a quiet machine (bench/RESULTS.md, "nf against zuko and nflows"); its one-thread settings, and
+# OpenBLAS's own threads (OPENBLAS_NUM_THREADS), do not depend on it.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 # the commands go to commands.txt (setting up) and commands.PHASE.txt (each phase run), so a run that
 # skips phases keeps the commands of the earlier run that made their results
@@ -144,7 +149,7 @@ if ! skip train; then
                 say "nf train $c threads $t failed"
         done
         for st in $TORCH_SETTINGS; do
-            run "$OUT/train.jsonl" env OPENBLAS_NUM_THREADS="${st#*:}" $PY bench/ref_bench.py train "$c" \
+            run "$OUT/train.jsonl" env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS="${st#*:}" $PY bench/ref_bench.py train "$c" \
                 --steps "$s" --warmup "$WARM" --repeats "$REPEATS" --threads "${st%%:*}" || say "torch train $c $st failed"
         done
     done
@@ -160,7 +165,7 @@ if ! skip sample; then
                 --pretrain $((200 / SCALE)) || say "nf sample $c failed"
         done
         for st in $TORCH_SETTINGS; do
-            run "$OUT/sample.jsonl" env OPENBLAS_NUM_THREADS="${st#*:}" $PY bench/ref_bench.py sample "$c" \
+            run "$OUT/sample.jsonl" env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS="${st#*:}" $PY bench/ref_bench.py sample "$c" \
                 --n "$SAMPLE_N" --repeats $((2 * REPEATS)) --threads "${st%%:*}" || say "torch sample $c failed"
         done
     done
@@ -175,7 +180,7 @@ if ! skip jacobi; then
             --pretrain "$JAC_PRETRAIN" || say "nf jacobi failed"
     done
     for st in $TORCH_SETTINGS; do
-        run "$OUT/jacobi.jsonl" env OPENBLAS_NUM_THREADS="${st#*:}" $PY bench/ref_bench.py sample maf --dim 43 \
+        run "$OUT/jacobi.jsonl" env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS="${st#*:}" $PY bench/ref_bench.py sample maf --dim 43 \
             --n 1000 --repeats "$REPEATS" --threads "${st%%:*}" || say "torch 43-D sample failed"
     done
 fi
