@@ -31,6 +31,8 @@ BATCH=${IMG_BATCH:-64}
 MODEL=${IMG_MODEL:-}
 WARM=2
 OUTF=${IMG_OUT:-bench/out/image_speed.jsonl}
+# nf passive (what it sets for itself); PyTorch under its own default wait policy (`env -u` below:
+# passive waiting halved its two-thread rate on a quiet machine; until 2026-12-07 it ran passive too)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -64,7 +66,7 @@ nf_run() {  # SET ARCH THREADS ROUND: one JSON line
 }
 torch_run() {  # SET ARCH THREADS ROUND
     # shellcheck disable=SC2086
-    env OPENBLAS_NUM_THREADS=1 $PY bench/image_torch.py train --data "$TMP/$1.h5" --arch "$2" $MODEL --batch "$BATCH" \
+    env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS=1 $PY bench/image_torch.py train --data "$TMP/$1.h5" --arch "$2" $MODEL --batch "$BATCH" \
         --steps "$STEPS" --warmup "$WARM" --repeats 1 --threads "$3" |
         $PY -c "import json, sys; d = json.loads(sys.stdin.read()); d['round'] = $4; d['set'] = '$1'; print(json.dumps(d))"
 }

@@ -25,6 +25,8 @@ ROUNDS=${TPP_ROUNDS:-3}
 STEPS=${TPP_STEPS:-8}
 WARM=2
 OUTF=${TPP_OUT:-bench/out/tpp_speed.jsonl}
+# nf passive (what it sets for itself); PyTorch under its own default wait policy (`env -u` below:
+# passive waiting halved its two-thread rate on a quiet machine; until 2026-12-07 it ran passive too)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -48,7 +50,7 @@ nf_run() {  # THREADS ROUND: one JSON line
         printf "{\"impl\": \"nf\", \"bench\": \"tpp_train\", \"threads\": %d, \"round\": %d, \"steps\": %d, \"steps_per_s\": %.4f, \"cpu_s_per_step\": %.4f}\n", t, r, s, 1 / dw, dc }'
 }
 torch_run() {  # THREADS ROUND
-    env OPENBLAS_NUM_THREADS=1 $PY bench/tpp_torch.py train --data "$SET" --batch 64 --hidden 64 --components 64 \
+    env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS=1 $PY bench/tpp_torch.py train --data "$SET" --batch 64 --hidden 64 --components 64 \
         --steps "$STEPS" --warmup "$WARM" --repeats 1 --threads "$1" |
         $PY -c "import json, sys; d = json.loads(sys.stdin.read()); d['round'] = $2; print(json.dumps(d))"
 }

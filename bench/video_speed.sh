@@ -33,6 +33,8 @@ NVID=${VID_N:-512}
 MODEL=${VID_MODEL:-}
 WARM=2
 OUTF=${VID_OUT:-bench/out/video_speed.jsonl}
+# nf passive (what it sets for itself); PyTorch under its own default wait policy (`env -u` below:
+# passive waiting halved its two-thread rate on a quiet machine; until 2026-12-07 it ran passive too)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -60,7 +62,7 @@ nf_run() {  # THREADS ROUND: one JSON line
 }
 torch_run() {  # THREADS ROUND
     # shellcheck disable=SC2086
-    env OPENBLAS_NUM_THREADS=1 "$PY" bench/video_torch.py speed --data "$TMP/v.h5" $MODEL --batch "$BATCH" \
+    env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS=1 "$PY" bench/video_torch.py speed --data "$TMP/v.h5" $MODEL --batch "$BATCH" \
         --steps "$STEPS" --warmup "$WARM" --repeats 1 --threads "$1" --expect-params "$PARAMS" |
         "$PY" -c "import json, sys; d = json.loads(sys.stdin.read()); d['round'] = $2; print(json.dumps(d))"
 }
