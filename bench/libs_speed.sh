@@ -26,10 +26,11 @@ SAMPLE=${LIBS_SAMPLE:-1}
 OUTF=${LIBS_OUT:-bench/out/libs_speed.jsonl}
 BIN=${BIN:-build/float/bench}
 # OpenMP's wait policy: nf's programs run passive (what nf sets for itself, apps/main.c; nf's thread
-# pool is as fast either way on a quiet machine).  PyTorch's OpenMP threads are not: under PASSIVE its
-# two-thread steps ran at half its one-thread rate on a quiet machine, under its default (spin, then
-# sleep) about 1.3x faster than one thread.  So the libraries run under their default, and at more than
-# one thread under PASSIVE as well (which a busy machine favours); each round keeps their better figure.
+# pool is as fast either way on a quiet machine).  PyTorch's OpenMP threads are not: on a quiet machine
+# nflows' MAF and RealNVP steps ran at two threads under PASSIVE at about 0.6 of their one-thread rate,
+# under PyTorch's default (spin, then sleep) at 1.2-1.5x it.  So the libraries run under their default,
+# and at more than one thread under PASSIVE as well (which a busy machine favours); each round keeps
+# their better figure.
 export OMP_WAIT_POLICY=PASSIVE
 mkdir -p "$(dirname "$OUTF")"
 : > "$OUTF"
