@@ -98,7 +98,7 @@ params = {(r["impl"], r["config"]): r.get("params") for r in rows if r.get("para
 for bench, key, unit in (("train", "steps_per_sec", "steps/s"), ("sample", "samples_per_sec", "samples/s")):
     if not any(r["bench"] == bench for r in rows):
         continue
-    print(f"\n{bench}: {unit}, median over rounds (nf / zuko / nflows), nf's ratio to each")
+    print(f"\n{bench}: {unit}, median over rounds (nf / zuko / nflows), nf's ratio to each\n")
     print("| config | threads | nf | zuko | nflows | nf / zuko | nf / nflows |")
     print("|---|---|---|---|---|---|---|")
     for c in configs:
