@@ -2,6 +2,10 @@
  * step (GRU 64, lognormmix K = 64, 64 sequences of 1,024 events: T = 65,536 rows) and on weight
  * gradients dy^T x whose inner dimension K grows past the caches.  Each product is timed over
  * enough repeats for about 0.2 s after one warm-up call (beta = 1, so C is read and written).
+ * Last, the products of a TarFlow step (one micro-batch of 256 token rows, width 64, MLP 256) with
+ * beta = 0, twice: C in cache (one output buffer) and C fresh from memory (each call writes the
+ * next of 600 output buffers, about 150 MB: what a training step does, whose activations are kept
+ * for the backward pass).
  *
  *   gcc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -fopenmp -I. bench/bench_gemm.c build/float/libnf.a \
  *       $(pkg-config --cflags --libs gsl hdf5-serial fftw3 fftw3f cairo | sed 's/-lgslcblas//') \
@@ -37,6 +41,36 @@ static void run(const char *what, int tA, int tB, int M, int N, int K)
     free(A), free(B), free(C);
 }
 
+/* One product of a TarFlow step, C = op(A) op(B) with beta = 0, into one buffer (cold = 0) or into
+ * the next of COLD_BUFFERS buffers (cold = 1: every call writes memory that left the caches). */
+enum { COLD_BUFFERS = 600 };
+static void run_output(const char *what, int tA, int tB, int M, int N, int K, int cold)
+{
+    const int nb = cold ? COLD_BUFFERS : 1;
+    nf_real *A = malloc(sizeof(nf_real) * (size_t)M * K), *B = malloc(sizeof(nf_real) * (size_t)K * N);
+    nf_real **C = malloc(sizeof *C * (size_t)nb);
+    if (!A || !B || !C) {
+        fprintf(stderr, "bench_gemm: out of memory\n");
+        exit(1);
+    }
+    for (int b = 0; b < nb; b++)
+        if (!(C[b] = calloc((size_t)M * N, sizeof(nf_real)))) {
+            fprintf(stderr, "bench_gemm: out of memory\n");
+            exit(1);
+        }
+    for (size_t i = 0; i < (size_t)M * K; i++) A[i] = (nf_real)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)K * N; i++) B[i] = (nf_real)(i % 5) * 0.1f;
+    const int lda = tA ? M : K, ldb = tB ? K : N, reps = 3 * COLD_BUFFERS;
+    nf_gemm(tA, tB, M, N, K, 1, A, lda, B, ldb, 0, C[0], N);
+    const double t0 = nf_seconds();
+    for (int r = 0; r < reps; r++) nf_gemm(tA, tB, M, N, K, 1, A, lda, B, ldb, 0, C[r % nb], N);
+    const double dt = (nf_seconds() - t0) / reps;
+    printf("%-44s %c%c M %6d N %4d K %6d  C %-9s %6.1f GFLOP/s\n", what, tA ? 'T' : 'N', tB ? 'T' : 'N', M, N, K,
+           cold ? "fresh" : "in cache", 2.0 * M * N * K / dt * 1e-9);
+    for (int b = 0; b < nb; b++) free(C[b]);
+    free(A), free(B), free(C);
+}
+
 int main(void)
 {
     nf_blas_set_threads(1);
@@ -49,5 +83,12 @@ int main(void)
     run("mixture dCtx = dTheta W, all rows at once", 0, 0, 65536, 64, 192);
     for (int K = 1024; K <= 131072; K *= 4) run("weight gradient dy^T x (transposed A)", 1, 0, 192, 64, K);
     for (int K = 1024; K <= 131072; K *= 4) run("the same, A not transposed", 0, 0, 192, 64, K);
+    for (int cold = 0; cold < 2; cold++) {
+        run_output("TarFlow: QKV = x W^T", 0, 1, 256, 192, 64, cold);
+        run_output("TarFlow: MLP up = x W^T", 0, 1, 256, 256, 64, cold);
+        run_output("TarFlow: MLP down = h W^T", 0, 1, 256, 64, 256, cold);
+        run_output("TarFlow: dh = dy W (MLP down)", 0, 0, 256, 256, 64, cold);
+        run_output("TarFlow: dW = dy^T h (MLP down)", 1, 0, 64, 256, 256, cold);
+    }
     return 0;
 }
