@@ -24,6 +24,18 @@ for c in "" $cmds "data make" "data import" "data split"; do
         fail "nf ${c:+$c }--help: exit $rc, $(wc -l <"$T/out") lines on stdout, $(wc -l <"$T/err") on stderr, example: $(grep -ci example "$T/out")"
     fi
 done
+# Every help text fits a 100-column terminal (subcommands and the data make families included).
+wide=""
+for c in "" $cmds "data make" "data import" "data split" "data show" "data make tpp-hawkes" "data make shapes" \
+    "data make video-sprites" "data make causal-poly" "data make dependent-crescent" "tpp fit" "tpp eval" \
+    "tpp import" "tpp sample" "causal fit" "causal eval" "causal density" "causal sample" "causal plot" \
+    "causal import" "image fit" "image eval" "image sample" "image classify" "video fit" "video eval" \
+    "video sample"; do
+    # shellcheck disable=SC2086
+    n=$(nfrun $c --help 2>&1 | awk 'length > 100 {n++} END {print n + 0}')
+    [ "$n" = 0 ] || wide="$wide nf${c:+ $c}: $n;"
+done
+check "every --help fits in 100 columns (lines wider:${wide:- none})" test -z "$wide"
 nfrun >"$T/out" 2>"$T/err"
 rc=$?
 check "nf without a command exits 2 with the usage on stderr" \
