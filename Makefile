@@ -204,7 +204,7 @@ clean:
 
 # ---- fuzzing ------------------------------------------------------------------------------------
 # `make fuzz` builds libFuzzer harnesses (tests/fuzz/fuzz_*.c: CSV, NPY, the flow-spec parser, model
-# files, event sequences) with clang, AddressSanitizer and UndefinedBehaviorSanitizer, against a
+# files, event sequences, data files) with clang, AddressSanitizer and UndefinedBehaviorSanitizer, against a
 # copy of the library built the same way under build/fuzz/.  `make fuzz-run FUZZ_SECONDS=600` runs
 # each on its seed corpus (tests/fuzz/corpus/) and carries on past crashes, then lists every input
 # that failed and where; `make check` ends with a 3-second run of each (fuzz-smoke) when clang and

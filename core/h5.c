@@ -517,12 +517,17 @@ static int dataset_shape(nf_h5 *f, const char *path, hid_t d, int *rank, size_t 
 {
     hid_t space = H5Dget_space(d);
     int r = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
-    hsize_t hd[H5S_MAX_RANK] = {0};
-    if (r > 0) H5Sget_simple_extent_dims(space, hd, NULL);
+    hsize_t hd[H5S_MAX_RANK] = {0}, hmax[H5S_MAX_RANK] = {0};
+    if (r > 0 && r <= H5S_MAX_RANK) H5Sget_simple_extent_dims(space, hd, hmax);
     if (space >= 0) H5Sclose(space);
     if (r < 0) return nf_error(NF_EIO, "%s: cannot read the shape of dataset %s", f->path, path);
     if (r != 1 && r != 2)
         return nf_error(NF_EFORMAT, "%s: dataset %s has %d dimensions (expected a 1-D or 2-D array)", f->path, path, r);
+    for (int i = 0; i < r; i++) /* libhdf5 1.10 reads past such a dataspace instead of refusing it */
+        if (hmax[i] != H5S_UNLIMITED && hd[i] > hmax[i])
+            return nf_error(NF_EFORMAT, "%s: dataset %s: dimension %d is %llu, over its stated maximum %llu (a damaged "
+                                        "file)", f->path, path, i, (unsigned long long)hd[i],
+                            (unsigned long long)hmax[i]);
     *rank = r;
     dims[0] = (size_t)hd[0];
     dims[1] = r == 2 ? (size_t)hd[1] : 1;
@@ -564,19 +569,27 @@ static int check_stored(nf_h5 *f, const char *path, hid_t d, size_t count, size_
     return NF_OK;
 }
 
-int nf_h5_check_stored(nf_h5 *f, const char *path)
+/* 1 if a stored integer or float type t of class c is one libhdf5 can convert: 1, 2, 4 or 8 bytes
+ * (floats 2 to 16), its bits (and a float's sign, exponent and mantissa fields) inside them.
+ * libhdf5 1.10 converts a damaged type (precision 0, bits past its size) by reading out of
+ * bounds instead of refusing it; later versions refuse it when the file is opened. */
+static int numeric_type_sane(hid_t t, H5T_class_t c)
 {
-    hid_t d;
-    NF_TRY(open_dataset(f, path, "an array", &d));
-    hid_t t = H5Dget_type(d), space = H5Dget_space(d);
-    hssize_t np = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
-    size_t el = t < 0 ? 0 : H5Tis_variable_str(t) > 0 ? 1 : H5Tget_size(t);
-    int rc = t < 0 || np < 0 ? nf_error(NF_EIO, "%s: cannot read the type and shape of dataset %s", f->path, path)
-                             : check_stored(f, path, d, (size_t)np, el);
-    if (t >= 0) H5Tclose(t);
-    if (space >= 0) H5Sclose(space);
-    H5Dclose(d);
-    return rc;
+    size_t size = H5Tget_size(t), prec = H5Tget_precision(t);
+    int off = H5Tget_offset(t);
+    int size_ok = c == H5T_INTEGER ? size == 1 || size == 2 || size == 4 || size == 8
+                                   : size == 2 || size == 4 || size == 8 || size == 16;
+    if (!size_ok) return 0;
+    size_t bits = 8 * size;
+    if (prec < 1 || prec > bits || off < 0 || (size_t)off > bits - prec) return 0;
+    if (c == H5T_FLOAT) {
+        size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+        if (H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) < 0) return 0;
+        if (spos >= bits || esize < 1 || esize > 32 || epos > bits - esize || msize < 1 || mpos > bits - msize ||
+            msize > bits)
+            return 0;
+    }
+    return 1;
 }
 
 /* Open a dataset of numbers (any stored integer or float type) whose values are all stored: its
@@ -587,14 +600,27 @@ static int open_numeric(nf_h5 *f, const char *path, hid_t *d, int *rank, size_t 
     hid_t t = H5Dget_type(*d);
     H5T_class_t c = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
     size_t fsize = t < 0 ? 0 : H5Tget_size(t);
+    int sane = (c == H5T_INTEGER || c == H5T_FLOAT) && numeric_type_sane(t, c);
     if (t >= 0) H5Tclose(t);
-    int rc = c == H5T_INTEGER || c == H5T_FLOAT
-                 ? dataset_shape(f, path, *d, rank, dims)
+    int rc = sane ? dataset_shape(f, path, *d, rank, dims)
+             : c == H5T_INTEGER || c == H5T_FLOAT
+                 ? nf_error(NF_EFORMAT, "%s: dataset %s: its number type (%zu bytes) is damaged or not one nf reads "
+                                        "(integers of 1, 2, 4 or 8 bytes, floats of 2 to 16)", f->path, path, fsize)
                  : nf_error(NF_EFORMAT, "%s: dataset %s holds %s, not numbers", f->path, path,
                             c == H5T_STRING ? "strings" : "a compound or other non-numeric type");
     if (rc == NF_OK) rc = check_stored(f, path, *d, dims[0] * dims[1], fsize);
     if (rc != NF_OK) H5Dclose(*d);
     return rc;
+}
+
+int nf_h5_check_numeric(nf_h5 *f, const char *path)
+{
+    hid_t d;
+    int rank;
+    size_t dims[2];
+    NF_TRY(open_numeric(f, path, &d, &rank, dims));
+    H5Dclose(d);
+    return NF_OK;
 }
 
 /* Read rows [first, first + nrows) (nrows SIZE_MAX: to the end) of a numeric dataset of any stored
@@ -894,9 +920,14 @@ static int attr_open(nf_h5 *f, const char *obj, const char *name, hid_t *a, H5T_
     if (*a < 0) return nf_error(NF_EIO, "%s: cannot open attribute '%s' on %s", f->path, name, obj);
     hid_t t = H5Aget_type(*a), space = H5Aget_space(*a);
     *cls = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
+    int damaged = (*cls == H5T_INTEGER || *cls == H5T_FLOAT) && !numeric_type_sane(t, *cls);
     hssize_t np = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
     if (t >= 0) H5Tclose(t);
     if (space >= 0) H5Sclose(space);
+    if (damaged) {
+        H5Aclose(*a);
+        return nf_error(NF_EFORMAT, "%s: attribute '%s' on %s: its number type is damaged", f->path, name, obj);
+    }
     if (np != 1) {
         H5Aclose(*a);
         return nf_error(NF_EFORMAT, "%s: attribute '%s' on %s holds %lld values (expected one)", f->path, name, obj,
@@ -1020,12 +1051,15 @@ int nf_h5_attr_get_int64s(nf_h5 *f, const char *obj, const char *name, int64_t *
     if (a < 0) return nf_error(NF_EIO, "%s: cannot open attribute '%s' on %s", f->path, name, obj);
     hid_t t = H5Aget_type(a), space = H5Aget_space(a);
     H5T_class_t cls = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
+    int damaged = (cls == H5T_INTEGER || cls == H5T_FLOAT) && !numeric_type_sane(t, cls);
     hssize_t np = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
     if (t >= 0) H5Tclose(t);
     if (space >= 0) H5Sclose(space);
     int rc = NF_OK;
     double *d = NULL;
-    if (np != (hssize_t)n)
+    if (damaged)
+        rc = nf_error(NF_EFORMAT, "%s: attribute '%s' on %s: its number type is damaged", f->path, name, obj);
+    else if (np != (hssize_t)n)
         rc = nf_error(NF_EFORMAT, "%s: attribute '%s' on %s holds %lld values (expected %zu)", f->path, name, obj,
                       (long long)np, n);
     else if (cls == H5T_INTEGER) {

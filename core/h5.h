@@ -29,9 +29,10 @@ int nf_h5_exists(nf_h5 *f, const char *obj);                 /* 1 if a dataset o
 int nf_h5_group(nf_h5 *f, const char *path);                 /* create (with parents) if missing */
 /* rank (1 or 2) and dims of a dataset; dims[1] = 1 for rank 1. */
 int nf_h5_shape(nf_h5 *f, const char *path, int *rank, size_t dims[2]);
-/* NF_OK if the file stores every value the dataset declares (the readers below check this before
- * allocating; a caller that reads a dataset piece by piece checks it once). */
-int nf_h5_check_stored(nf_h5 *f, const char *path);
+/* NF_OK if the dataset is a 1-D or 2-D array of numbers of a sane stored type and the file stores
+ * every value it declares (the readers below check this before allocating; a caller that reads a
+ * dataset piece by piece checks it once). */
+int nf_h5_check_numeric(nf_h5 *f, const char *path);
 
 /* Write a rows x cols dataset (cols == 0 writes a 1-D dataset of rows entries). */
 int nf_h5_write_real(nf_h5 *f, const char *path, const nf_real *x, size_t rows, size_t cols);

@@ -122,7 +122,7 @@ int nf_source_rows_open(nf_source **out, const char *path, const char *dataset, 
         rc = nf_error(NF_EFORMAT, "%s: no dataset %s (expected the samples as an n x d array; pick another with "
                                   "--dataset)", path, dataset);
     if (rc == NF_OK) rc = nf_h5_shape(f, dataset, &rank, dims);
-    if (rc == NF_OK) rc = nf_h5_check_stored(f, dataset);
+    if (rc == NF_OK) rc = nf_h5_check_numeric(f, dataset);
     if (rc == NF_OK && (dims[0] == 0 || dims[1] == 0))
         rc = nf_error(NF_EDATA, "%s:%s is empty (expected at least one sample)", path, dataset);
     if (rc == NF_OK && expect_d && dims[1] != expect_d)
@@ -133,7 +133,7 @@ int nf_source_rows_open(nf_source **out, const char *path, const char *dataset, 
             rc = nf_error(NF_EFORMAT, "%s: no dataset /context (the model is conditional on %zu context values per "
                                       "sample)", path, expect_c);
         if (rc == NF_OK && has_ctx) rc = nf_h5_shape(f, "/context", &rank, cdims);
-        if (rc == NF_OK && has_ctx) rc = nf_h5_check_stored(f, "/context");
+        if (rc == NF_OK && has_ctx) rc = nf_h5_check_numeric(f, "/context");
         if (rc == NF_OK && has_ctx && cdims[0] != dims[0])
             rc = nf_error(NF_EFORMAT, "%s:/context has %zu rows but %s has %zu (expected one context row per sample)",
                           path, cdims[0], dataset, dims[0]);

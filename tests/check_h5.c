@@ -681,7 +681,7 @@ START_TEST(test_integrity)
     ck_assert_str_eq(buf, "2.385 nats");
     OK(nf_h5_attr_get_string(f, "/", "empty", buf, sizeof buf));
     ck_assert_str_eq(buf, "");
-    OK(nf_h5_check_stored(f, "/x"));
+    OK(nf_h5_check_numeric(f, "/x"));
     nf_h5_close(f);
 
     /* one flipped bit in the first chunk of /x: a checksum error naming the dataset */
@@ -710,9 +710,31 @@ START_TEST(test_integrity)
     H5Sclose(sp);
     H5Fclose(fid);
     OK(nf_h5_open(&f, q, "nf-data", 1));
-    ck_assert_int_eq(nf_h5_check_stored(f, "/x"), NF_EFORMAT);
+    ck_assert_int_eq(nf_h5_check_numeric(f, "/x"), NF_EFORMAT);
     HAS(nf_strerror_last(), "declared.h5: dataset /x declares 1000000000 values (8000000000 bytes) but the file stores 0");
     ck_assert_int_eq(nf_h5_read_double(f, "/x", &y, &r, &c), NF_EFORMAT);
+    nf_h5_close(f);
+
+    /* a number type nf does not read (a 16-byte integer) is refused before reading */
+    TPATH(q16, "int128.h5");
+    OK(nf_h5_create(&f, q16, "nf-data", 1));
+    OK(nf_h5_commit(f));
+    fid = H5Fopen(q16, H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t dims16[2] = {3, 2};
+    hid_t t16 = H5Tcopy(H5T_STD_I64LE);
+    ck_assert(H5Tset_size(t16, 16) >= 0);
+    sp = H5Screate_simple(2, dims16, NULL);
+    d = H5Dcreate2(fid, "/x", t16, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert(d >= 0);
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Tclose(t16);
+    H5Fclose(fid);
+    OK(nf_h5_open(&f, q16, "nf-data", 1));
+    ck_assert_int_eq(nf_h5_check_numeric(f, "/x"), NF_EFORMAT);
+    HAS(nf_strerror_last(), "int128.h5: dataset /x: its number type (16 bytes) is damaged or not one nf reads");
+    ck_assert_int_eq(nf_h5_read_double(f, "/x", &y, &r, &c), NF_EFORMAT);
+    HAS(nf_strerror_last(), "its number type (16 bytes)");
     nf_h5_close(f);
 
     /* a non-finite parameter or a negative second moment is refused, naming entry and slice */

@@ -226,6 +226,25 @@ printf '\0\0\0\0\0\0\0\0' >>huge.npy
 expect_err "data import: an NPY file shorter than its header declares" \
     "huge\.npy: file ends after 8 of 4000000000 bytes of data" -- data import huge.npy -o huge.h5
 
+# foreign data files (h5py's, no checksums) damaged in their number types or dataspaces, found by
+# fuzz_data: libhdf5 1.10 reads such types and extents out of bounds (SIGBUS, gigabyte buffers)
+# instead of refusing them, so nf checks them before reading
+DMG=$ROOT/tests/data/damaged
+for f in x_float_fields x_type_size x_dims_over_max group_int_offset; do cp "$DMG/$f.h5" "$f.h5"; done
+expect_err "fit: /x of a damaged float type" "x_float_fields\.h5: dataset /x: its number type \(8 bytes\) is damaged" \
+    -- fit x_float_fields.h5 "${FIT[@]}" --steps 2 -o dmg.h5
+expect_err "fit --stream: /x of a type of 4294967288 bytes" "x_type_size\.h5: dataset /x: its number type \(4294967288 bytes\)" \
+    -- fit x_type_size.h5 --stream "${FIT[@]}" --steps 2 -o dmg.h5
+expect_err "eval: /x longer than its stated maximum" "x_dims_over_max\.h5: dataset /x: dimension 0 is 2097168, over its stated maximum 16" \
+    -- eval done.h5 x_dims_over_max.h5
+expect_err "fit --dependence equi: /group of an integer type with bits past its size" \
+    "group_int_offset\.h5: dataset /group: its number type \(4 bytes\) is damaged" \
+    -- fit group_int_offset.h5 --dependence equi --val-frac 0 "${FIT[@]}" --steps 2 -o dmg.h5
+for f in x_float_fields x_type_size x_dims_over_max group_int_offset; do
+    check "damaged $f.h5 left as it was" cmp -s "$f.h5" "$DMG/$f.h5"
+done
+check "no model written from a damaged file" test ! -e dmg.h5
+
 # a full disk: the error, exit 1, no crash at exit, no file, the old model kept
 if gcc -shared -fPIC -O1 -o "$T/enospc.so" "$ROOT/tests/cli/enospc.c" -ldl 2>"$T/cc.log"; then
     full() { NF_ENOSPC_AFTER=$1 LD_PRELOAD=$T/enospc.so ASAN_OPTIONS=verify_asan_link_order=0 "${@:2}"; }
