@@ -546,6 +546,23 @@ END_TEST
 
 /* ---- parameter store ------------------------------------------------------------------------ */
 
+/* An nf-data file at path whose /x (rows x cols of the stored type ftype) was created through HDF5
+ * and never written. */
+static void empty_data_file(const char *path, hid_t ftype, hsize_t rows, hsize_t cols)
+{
+    nf_h5 *f;
+    OK(nf_h5_create(&f, path, "nf-data", 1));
+    OK(nf_h5_commit(f));
+    hid_t fid = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t dims[2] = {rows, cols};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t d = H5Dcreate2(fid, "/x", ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert(fid >= 0 && d >= 0);
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Fclose(fid);
+}
+
 static nf_params *make_params(const char *const *names, const size_t *sizes, int k, double shift)
 {
     nf_params *P = nf_params_alloc();
@@ -699,16 +716,7 @@ START_TEST(test_integrity)
 
     /* a dataset declared 1e8 x 10 that holds nothing: refused before any allocation */
     TPATH(q, "declared.h5");
-    OK(nf_h5_create(&f, q, "nf-data", 1));
-    OK(nf_h5_commit(f));
-    fid = H5Fopen(q, H5F_ACC_RDWR, H5P_DEFAULT);
-    hsize_t dims[2] = {100000000, 10};
-    hid_t sp = H5Screate_simple(2, dims, NULL);
-    d = H5Dcreate2(fid, "/x", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    ck_assert(d >= 0);
-    H5Dclose(d);
-    H5Sclose(sp);
-    H5Fclose(fid);
+    empty_data_file(q, H5T_IEEE_F64LE, 100000000, 10);
     OK(nf_h5_open(&f, q, "nf-data", 1));
     ck_assert_int_eq(nf_h5_check_numeric(f, "/x"), NF_EFORMAT);
     HAS(nf_strerror_last(), "declared.h5: dataset /x declares 1000000000 values (8000000000 bytes) but the file stores 0");
@@ -717,19 +725,10 @@ START_TEST(test_integrity)
 
     /* a number type nf does not read (a 16-byte integer) is refused before reading */
     TPATH(q16, "int128.h5");
-    OK(nf_h5_create(&f, q16, "nf-data", 1));
-    OK(nf_h5_commit(f));
-    fid = H5Fopen(q16, H5F_ACC_RDWR, H5P_DEFAULT);
-    hsize_t dims16[2] = {3, 2};
     hid_t t16 = H5Tcopy(H5T_STD_I64LE);
     ck_assert(H5Tset_size(t16, 16) >= 0);
-    sp = H5Screate_simple(2, dims16, NULL);
-    d = H5Dcreate2(fid, "/x", t16, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    ck_assert(d >= 0);
-    H5Dclose(d);
-    H5Sclose(sp);
+    empty_data_file(q16, t16, 3, 2);
     H5Tclose(t16);
-    H5Fclose(fid);
     OK(nf_h5_open(&f, q16, "nf-data", 1));
     ck_assert_int_eq(nf_h5_check_numeric(f, "/x"), NF_EFORMAT);
     HAS(nf_strerror_last(), "int128.h5: dataset /x: its number type (16 bytes) is damaged or not one nf reads");
