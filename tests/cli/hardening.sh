@@ -228,17 +228,26 @@ expect_err "data import: an NPY file shorter than its header declares" \
 
 # foreign data files (h5py's, no checksums) damaged in their number types or dataspaces, found by
 # fuzz_data: libhdf5 1.10 reads such types and extents out of bounds (SIGBUS, gigabyte buffers)
-# instead of refusing them, so nf checks them before reading
+# instead of refusing them, so nf checks them before reading.  Later libhdf5 versions refuse some
+# of them when the dataset is opened; there nf's error for that is accepted as well.
 DMG=$ROOT/tests/data/damaged
 for f in x_float_fields x_type_size x_dims_over_max group_int_offset; do cp "$DMG/$f.h5" "$f.h5"; done
-expect_err "fit: /x of a damaged float type" "x_float_fields\.h5: dataset /x: its number type \(8 bytes\) is damaged" \
+h5_open_refusal=
+case $(pkg-config --modversion hdf5-serial 2>/dev/null || pkg-config --modversion hdf5 2>/dev/null) in
+    1.10.*) ;;
+    *) h5_open_refusal="|(cannot open|no) dataset /(x|group)" ;;
+esac
+expect_err "fit: /x of a damaged float type" \
+    "x_float_fields\.h5: (dataset /x: its number type \(8 bytes\) is damaged${h5_open_refusal})" \
     -- fit x_float_fields.h5 "${FIT[@]}" --steps 2 -o dmg.h5
-expect_err "fit --stream: /x of a type of 4294967288 bytes" "x_type_size\.h5: dataset /x: its number type \(4294967288 bytes\)" \
+expect_err "fit --stream: /x of a type of 4294967288 bytes" \
+    "x_type_size\.h5: (dataset /x: its number type \(4294967288 bytes\)${h5_open_refusal})" \
     -- fit x_type_size.h5 --stream "${FIT[@]}" --steps 2 -o dmg.h5
-expect_err "eval: /x longer than its stated maximum" "x_dims_over_max\.h5: dataset /x: dimension 0 is 2097168, over its stated maximum 16" \
+expect_err "eval: /x longer than its stated maximum" \
+    "x_dims_over_max\.h5: (dataset /x: dimension 0 is 2097168, over its stated maximum 16${h5_open_refusal})" \
     -- eval done.h5 x_dims_over_max.h5
 expect_err "fit --dependence equi: /group of an integer type with bits past its size" \
-    "group_int_offset\.h5: dataset /group: its number type \(4 bytes\) is damaged" \
+    "group_int_offset\.h5: (dataset /group: its number type \(4 bytes\) is damaged${h5_open_refusal})" \
     -- fit group_int_offset.h5 --dependence equi --val-frac 0 "${FIT[@]}" --steps 2 -o dmg.h5
 for f in x_float_fields x_type_size x_dims_over_max group_int_offset; do
     check "damaged $f.h5 left as it was" cmp -s "$f.h5" "$DMG/$f.h5"
