@@ -18,16 +18,30 @@
 #include "core/blas.h"
 #include "core/clock.h"
 
-static void run(const char *what, int tA, int tB, int M, int N, int K)
+/* calloc, or the end of the program with one line */
+static void *zalloc(size_t n, size_t size)
 {
-    nf_real *A = malloc(sizeof(nf_real) * (size_t)M * K), *B = malloc(sizeof(nf_real) * (size_t)K * N);
-    nf_real *C = calloc((size_t)M * N, sizeof(nf_real));
-    if (!A || !B || !C) {
+    void *p = calloc(n, size);
+    if (!p) {
         fprintf(stderr, "bench_gemm: out of memory\n");
         exit(1);
     }
-    for (size_t i = 0; i < (size_t)M * K; i++) A[i] = (nf_real)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)K * N; i++) B[i] = (nf_real)(i % 5) * 0.1f;
+    return p;
+}
+
+/* The operands of an M x N x K product, A (M x K) and B (K x N), filled with small values. */
+static void operands(int M, int N, int K, nf_real **A, nf_real **B)
+{
+    *A = zalloc((size_t)M * K, sizeof(nf_real));
+    *B = zalloc((size_t)K * N, sizeof(nf_real));
+    for (size_t i = 0; i < (size_t)M * K; i++) (*A)[i] = (nf_real)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)K * N; i++) (*B)[i] = (nf_real)(i % 5) * 0.1f;
+}
+
+static void run(const char *what, int tA, int tB, int M, int N, int K)
+{
+    nf_real *A, *B, *C = zalloc((size_t)M * N, sizeof(nf_real));
+    operands(M, N, K, &A, &B);
     const int lda = tA ? M : K, ldb = tB ? K : N;
     const double flops = 2.0 * M * N * K;
     int reps = (int)(0.2 / (flops / 100e9));
@@ -47,19 +61,9 @@ enum { COLD_BUFFERS = 600 };
 static void run_output(const char *what, int tA, int tB, int M, int N, int K, int cold)
 {
     const int nb = cold ? COLD_BUFFERS : 1;
-    nf_real *A = malloc(sizeof(nf_real) * (size_t)M * K), *B = malloc(sizeof(nf_real) * (size_t)K * N);
-    nf_real **C = malloc(sizeof *C * (size_t)nb);
-    if (!A || !B || !C) {
-        fprintf(stderr, "bench_gemm: out of memory\n");
-        exit(1);
-    }
-    for (int b = 0; b < nb; b++)
-        if (!(C[b] = calloc((size_t)M * N, sizeof(nf_real)))) {
-            fprintf(stderr, "bench_gemm: out of memory\n");
-            exit(1);
-        }
-    for (size_t i = 0; i < (size_t)M * K; i++) A[i] = (nf_real)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)K * N; i++) B[i] = (nf_real)(i % 5) * 0.1f;
+    nf_real *A, *B, **C = zalloc((size_t)nb, sizeof *C);
+    for (int b = 0; b < nb; b++) C[b] = zalloc((size_t)M * N, sizeof(nf_real));
+    operands(M, N, K, &A, &B);
     const int lda = tA ? M : K, ldb = tB ? K : N, reps = 3 * COLD_BUFFERS;
     nf_gemm(tA, tB, M, N, K, 1, A, lda, B, ldb, 0, C[0], N);
     const double t0 = nf_seconds();
